@@ -1,0 +1,39 @@
+# make demo: run np on the built-in samples.  make test: run the test suite.
+# Both create .venv from the pinned dependencies when it is missing (or when the pins change).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.np-installed
+DEMO_DIR ?= demo-workspace
+
+.PHONY: demo test bench clean-demo docs venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock scripts/check_env.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "Installing np and its pinned dependencies into $(VENV) (first time: about 2 minutes)..."
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]' 2>&1 \
+	  | sed '/is ignored: it is neither a file nor a directory/d'
+	$(PY) scripts/check_env.py
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" DEMO_DIR="$(DEMO_DIR)" bash scripts/demo.sh
+
+test: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/test.sh
+
+bench: $(STAMP)
+	$(PY) bench/pipeline.py
+	$(PY) bench/profile.py
+	$(PY) bench/measure.py
+
+docs: $(STAMP)
+	$(PY) -m np_optimizer.compat_doc > docs/compatibility.md
+
+clean-demo:
+	rm -rf $(DEMO_DIR)

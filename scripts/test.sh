@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test suite. Installs the loopback SSH server the remote-device tests need when it is missing.
+set -euo pipefail
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
+  echo "installing openssh-server for the SSH tests (Debian package)..."
+  if [ "$(id -u)" = 0 ]; then apt-get install -y -qq openssh-server openssh-client >/dev/null || \
+      (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client >/dev/null); \
+  else sudo apt-get install -y -qq openssh-server openssh-client >/dev/null; fi
+fi
+exec python -m pytest -q "$@"

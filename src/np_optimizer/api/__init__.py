@@ -1,0 +1,31 @@
+"""The Python API: one function per np command. Functions return records and raise NpError; they never print."""
+
+from np_optimizer.api.experiments import (
+    experiment_info,
+    experiments_create,
+    experiments_detail,
+    experiments_list,
+    validate,
+)
+from np_optimizer.api.projects import (
+    devices_list,
+    models_list,
+    project_info,
+    projects_create,
+    projects_list,
+    workspace_init,
+)
+
+__all__ = [
+    "devices_list",
+    "experiment_info",
+    "experiments_create",
+    "experiments_detail",
+    "experiments_list",
+    "models_list",
+    "project_info",
+    "projects_create",
+    "projects_list",
+    "validate",
+    "workspace_init",
+]

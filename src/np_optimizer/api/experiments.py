@@ -1,0 +1,114 @@
+"""API: experiments (create, detail, ls, info) and validation with the execution plan."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from np_optimizer.config import check_experiment_config, load_experiment_config
+from np_optimizer.config.detail_config import spelled_out_detail
+from np_optimizer.config.writer import parse_steps_option, render_detail_yaml, render_run_yaml
+from np_optimizer.device_settings import load_remote_devices
+from np_optimizer.devices import get_device
+from np_optimizer.errors import UsageError
+from np_optimizer.plan import build_plan
+from np_optimizer.records import ExperimentRecord, ValidationReport
+from np_optimizer.storage import CorruptFileError, read_json, write_json, write_text
+from np_optimizer.workspace import (
+    Experiment,
+    check_experiment_name,
+    next_experiment_name,
+    resolve_experiment,
+    resolve_project,
+    utc_now,
+)
+
+__all__ = ["experiments_create", "experiments_detail", "experiments_list", "experiment_info", "validate",
+           "remote_configured"]
+
+
+def remote_configured(experiment: Experiment, device_name: str) -> bool:
+    """True when the workspace's devices.yaml gives an SSH destination for the device."""
+    workspace = experiment.project.workspace
+    return device_name in load_remote_devices(workspace.devices_file if workspace else None)
+
+
+def experiments_create(*, steps: str, name: str | None = None, project: str | None = None,
+                       cwd: Path | None = None) -> ExperimentRecord:
+    """Write `<project>/<name>/run.yaml` for the steps, with the backend's default scheme and every checkpoint profiled."""
+    owner = resolve_project(project, cwd or Path.cwd())
+    kinds = parse_steps_option(steps)
+    name = name or next_experiment_name(owner)
+    check_experiment_name(name)
+    root = owner.root / name
+    if (root / "run.yaml").exists():
+        raise UsageError(f"Experiment {name} already exists in project {owner.name}.",
+                         hint="Pick another --name, or omit it to get the next experiment_NN.", code="NP-EXP-409")
+    write_text(root / "run.yaml", render_run_yaml(kinds, owner.info["backend"]))
+    now = utc_now()
+    write_json(root / "meta.json", {"schema_version": 1, "name": name, "project": owner.name,
+                                    "device": owner.info["device"], "status": "created", "created_at": now,
+                                    "updated_at": now})
+    return experiment_info(str(root))
+
+
+def experiments_detail(*, experiment: str | None = None, project: str | None = None, cwd: Path | None = None) -> Path:
+    """Write run.detail.yaml with every default spelled out; values already in it are kept (old file backed up)."""
+    exp = resolve_experiment(experiment, project, cwd or Path.cwd())
+    device = get_device(exp.project.device_name)
+    config = load_experiment_config(exp.run_file, device)
+    if exp.detail_file.exists():
+        shutil.copy2(exp.detail_file, exp.detail_file.with_name("run.detail.yaml.bak"))
+    detail = config.detail if exp.detail_file.exists() else spelled_out_detail(config.run)
+    write_text(exp.detail_file, render_detail_yaml(config.run, detail))
+    return exp.detail_file
+
+
+def _meta(exp: Experiment) -> dict[str, object]:
+    try:
+        return dict(read_json(exp.meta_file)) if exp.meta_file.exists() else {}
+    except CorruptFileError:
+        return {"status": "unknown (meta.json unreadable)"}
+
+
+def experiment_info(name: str | None = None, *, project: str | None = None, cwd: Path | None = None) -> ExperimentRecord:
+    exp = resolve_experiment(name, project, cwd or Path.cwd())
+    owner = exp.project
+    device = get_device(owner.device_name)
+    config, _issues = check_experiment_config(exp.run_file, device)
+    meta = _meta(exp)
+    jobs = []
+    for job_file in sorted(exp.root.glob("[0-9][0-9]_*/job.json")):
+        try:
+            job = read_json(job_file)
+            jobs.append({"name": job_file.parent.name, "status": job.get("status"), "step_type": job.get("step_type")})
+        except CorruptFileError:
+            jobs.append({"name": job_file.parent.name, "status": "unreadable", "step_type": None})
+    return ExperimentRecord(
+        name=exp.name, path=str(exp.root), project=owner.name, device=owner.device_name,
+        steps=config.run.step_kinds if config else (),
+        profile=config.run.profile if config else None,
+        status=str(meta.get("status", "created")) if config else "invalid",
+        created_at=meta.get("created_at"),  # type: ignore[arg-type]
+        updated_at=meta.get("updated_at"),  # type: ignore[arg-type]
+        jobs=tuple(jobs),
+    )
+
+
+def experiments_list(*, project: str | None = None, cwd: Path | None = None) -> list[ExperimentRecord]:
+    owner = resolve_project(project, cwd or Path.cwd())
+    return [experiment_info(str(e.root)) for e in owner.experiments()]
+
+
+def validate(*, experiment: str | None = None, project: str | None = None, config_files: list[Path] | None = None,
+             profile_method: str | None = None, cwd: Path | None = None) -> ValidationReport:
+    """Every violation of run.yaml and run.detail.yaml, and the execution plan when there are none."""
+    exp = resolve_experiment(experiment, project, cwd or Path.cwd())
+    device = get_device(exp.project.device_name)
+    run_file = config_files[0] if config_files else exp.run_file
+    detail_file = config_files[1] if config_files and len(config_files) > 1 else None
+    config, issues = check_experiment_config(run_file, device, detail_path=detail_file)
+    plan = None
+    if config is not None:
+        plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(exp, device.name))
+    return ValidationReport(experiment=exp.name, is_valid=config is not None, issues=tuple(issues), plan=plan)

@@ -1,0 +1,141 @@
+"""API: workspace init, projects, built-in models and the device catalogue."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from np_optimizer.devices import DEVICES, Device, find_device
+from np_optimizer.errors import ConfigError, NotFoundError, UsageError
+from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
+from np_optimizer.models.source import copy_model_into
+from np_optimizer.records import ProjectRecord, WorkspaceInitResult
+from np_optimizer.samples import SAMPLE_PROJECTS
+from np_optimizer.storage import write_json
+from np_optimizer.workspace import (
+    PROJECT_FILE,
+    Project,
+    Workspace,
+    check_project_name,
+    find_workspace,
+    resolve_project,
+    utc_now,
+)
+
+__all__ = ["workspace_init", "projects_create", "projects_list", "project_info", "models_list", "devices_list"]
+
+_CALIBRATION_SUFFIXES = {".npy", ".pt", ".png", ".jpg", ".jpeg", ".bmp"}
+
+
+def workspace_init(directory: Path | None = None) -> WorkspaceInitResult:
+    """Create a workspace (default: the current directory) with the ready sample projects.
+
+    Existing projects are left as they are, so running it twice is safe.
+    """
+    from np_optimizer.api.experiments import experiments_create
+
+    root = (directory or Path.cwd()).resolve()
+    existed = (root / "np-workspace.json").is_file()
+    workspace = Workspace.create(root)
+    created, skipped = [], []
+    for sample in SAMPLE_PROJECTS:
+        if (workspace.root / sample.name / PROJECT_FILE).is_file():
+            skipped.append(sample.name)
+            continue
+        projects_create(name=sample.name, model=sample.model, device=sample.device, cwd=workspace.root)
+        experiments_create(steps=",".join(sample.steps), name="experiment_01", project=sample.name, cwd=workspace.root)
+        created.append(sample.name)
+    return WorkspaceInitResult(root=str(workspace.root), created=not existed, projects=tuple(created),
+                               skipped=tuple(skipped))
+
+
+def _copy_calibration(source: str, project_root: Path) -> str:
+    folder = Path(source)
+    if not folder.is_dir():
+        raise NotFoundError(f"Calibration dataset {folder} is not a folder.",
+                            hint="Pass a folder of .npy/.pt tensors or images.", code="NP-DAT-404")
+    files = [p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _CALIBRATION_SUFFIXES]
+    if not files:
+        raise ConfigError(f"Calibration dataset {folder} holds no .npy, .pt or image files.",
+                          hint="Put one sample per file: .npy/.pt tensors shaped like the model input, or images.",
+                          code="NP-DAT-422")
+    target = project_root / "data" / "calibration"
+    shutil.copytree(folder, target)
+    return str(target.relative_to(project_root))
+
+
+def projects_create(*, name: str, model: str, device: str, runtime: str | None = None, backend: str | None = None,
+                    calibration_dataset: str | None = None, cwd: Path | None = None) -> ProjectRecord:
+    """Create a project folder in the workspace with its own copy of the model (and calibration data)."""
+    cwd = cwd or Path.cwd()
+    check_project_name(name)
+    workspace = find_workspace(cwd)
+    if workspace is None:
+        raise NotFoundError("No workspace here (no np-workspace.json in this folder or above).",
+                            hint="Run `np workspace init` first, or cd into a workspace.", code="NP-WS-404")
+    target = find_device(device, runtime, backend)
+    root = workspace.root / name
+    if root.exists():
+        raise UsageError(f"Project folder {root} already exists.", hint="Pick another --name, or remove that folder.",
+                         code="NP-PRJ-409")
+    root.mkdir(parents=True)
+    try:
+        spec = copy_model_into(model, root)
+        calibration = _copy_calibration(calibration_dataset, root) if calibration_dataset else None
+        info = {
+            "schema_version": 1, "name": name, "device": target.name, "runtime": target.runtime,
+            "backend": target.backend, "model": spec.to_dict(), "calibration_dataset": calibration,
+            "created_at": utc_now(),
+        }
+        write_json(root / PROJECT_FILE, info)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)  # a failed create leaves nothing half-made
+        raise
+    return _record(Project(root))
+
+
+def _record(project: Project) -> ProjectRecord:
+    info = project.info
+    return ProjectRecord(
+        name=project.name, path=str(project.root), device=info["device"], runtime=info["runtime"],
+        backend=info["backend"], model=info["model"], calibration_dataset=info.get("calibration_dataset"),
+        created_at=info["created_at"], experiments=tuple(e.name for e in project.experiments()),
+    )
+
+
+def projects_list(*, cwd: Path | None = None) -> list[ProjectRecord]:
+    workspace = find_workspace(cwd or Path.cwd())
+    if workspace is None:
+        raise NotFoundError("No workspace here.", hint="Run `np workspace init`, or cd into a workspace.",
+                            code="NP-WS-404")
+    return [_record(p) for p in workspace.projects()]
+
+
+def project_info(name: str | None = None, *, cwd: Path | None = None) -> ProjectRecord:
+    return _record(resolve_project(name, cwd or Path.cwd()))
+
+
+def models_list() -> list[BuiltinModel]:
+    return list(BUILTIN_MODELS)
+
+
+def devices_list(*, filters: dict[str, str] | None = None, sort: str | None = None) -> list[Device]:
+    """The catalogue, filtered by exact `key=value` matches (device, runtime, backend, method, mlia_target)."""
+    keys = {"device": lambda d: d.name, "runtime": lambda d: d.runtime, "backend": lambda d: d.backend,
+            "mlia_target": lambda d: d.mlia_target or "", "method": lambda d: ",".join(d.method_names)}
+    rows = list(DEVICES)
+    for key, value in (filters or {}).items():
+        getter = keys.get(key)
+        if getter is None:
+            raise UsageError(f"Unknown filter key '{key}'.", hint=f"Filter keys: {', '.join(keys)}.", code="NP-DEV-400")
+        if key == "method":
+            rows = [d for d in rows if value.lower() in d.method_names]
+        else:
+            rows = [d for d in rows if getter(d).lower() == value.lower()]
+    if sort:
+        field_name, _, direction = sort.partition(":")
+        if field_name not in keys or direction not in ("", "asc", "desc"):
+            raise UsageError(f"Invalid sort '{sort}'.", hint="Use field[:asc|desc] with field in device, runtime, backend.",
+                             code="NP-DEV-400")
+        rows.sort(key=keys[field_name], reverse=direction == "desc")
+    return rows

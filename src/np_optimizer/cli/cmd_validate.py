@@ -1,0 +1,78 @@
+"""np validate (and the plan that np run --dry-run prints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from np_optimizer import api
+from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
+from np_optimizer.cli.render import out, print_json, print_table
+from np_optimizer.errors import EXIT_VALIDATION, UsageError
+from np_optimizer.plan import Plan
+from np_optimizer.records import ValidationReport, to_dict
+
+ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run.yaml[,run.detail.yaml] to check instead.")]
+
+
+def plan_text(plan: Plan) -> str:
+    lines = []
+    for step in plan.steps:
+        prefix = "Steps:   " if step.index == 1 else "         "
+        lines.append(f"{prefix}[{step.index}/{len(plan.steps)}] {step.kind} ({step.detail})  -> {step.job}")
+    lines.append(f"Target:  {plan.device} / {plan.runtime} / {plan.backend}")
+    if plan.profile is None:
+        lines.append("Profile: none (no profile section in run.yaml)")
+    else:
+        lines.append("Profile: " + (", ".join(p.listed_as for p in plan.profile) or "none"))
+        for p in plan.profile:
+            opts = f"  [{', '.join(f'{k}={v}' for k, v in p.options.items())}]" if p.options else ""
+            lines.append(f"  {p.listed_as:<18} -> {p.job:<20} {p.method} ({p.result_kind}): {', '.join(p.metrics)}{opts}")
+        gaps = {(p.method, p.missing, p.scope_note) for p in plan.profile if p.missing}
+        for method, missing, note in sorted(gaps):
+            lines.append(f"  Not given by {method} on {plan.device}: {', '.join(missing)}. {note}")
+    if plan.evaluate:
+        lines.append("Evaluate: " + "; ".join(plan.evaluate))
+    lines.append(f"Total: {plan.total_jobs} jobs (input model + {len(plan.steps)} step(s))")
+    return "\n".join(lines)
+
+
+def print_report(report: ValidationReport) -> None:
+    if report.issues:
+        errors = [i for i in report.issues if not i.is_warning]
+        rows = [[i.code, i.level + (" (warning)" if i.is_warning else ""), i.where, i.message, i.hint]
+                for i in report.issues]
+        print_table("Violations" if errors else "Warnings", ["Code", "Level", "Location", "Message", "Hint"], rows)
+    if report.plan is not None:
+        print_plan(report.plan, f"Execution plan: {report.experiment}")
+
+
+def print_plan(plan: Plan, title: str) -> None:
+    out.print(f"[bold]{title}[/]")
+    out.print(plan_text(plan), markup=False, soft_wrap=True)
+
+
+def parse_config(config: str | None) -> list[Path] | None:
+    if config is None:
+        return None
+    files = [Path(p.strip()) for p in config.split(",") if p.strip()]
+    if not 1 <= len(files) <= 2:
+        raise UsageError(f"Invalid --config '{config}'.", hint="Use --config run.yaml or --config run.yaml,run.detail.yaml.")
+    return files
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate", epilog="Example: np validate -e sample_cpu/experiment_01")
+    def validate(experiment: ExperimentOpt = None, project: ProjectOpt = None, config: ConfigOpt = None,
+                 json_mode: JsonOpt = False) -> int:
+        """Check run.yaml and run.detail.yaml; print violations (exit 5) or the execution plan."""
+        report = api.validate(experiment=experiment, project=project, config_files=parse_config(config))
+        if json_mode:
+            print_json(to_dict(report))
+        else:
+            print_report(report)
+            if report.is_valid:
+                out.print("[green]Valid.[/] Next: np run")
+        return 0 if report.is_valid else EXIT_VALIDATION

@@ -1,0 +1,56 @@
+"""Render docs/compatibility.md from the device catalogue (`python -m np_optimizer.compat_doc > docs/compatibility.md`).
+
+A test regenerates it and fails when the committed file differs, so the docs never drift from the table.
+"""
+
+from __future__ import annotations
+
+from np_optimizer.devices import DEVICES, backend_schemes
+from np_optimizer.plan import HEADLINE_METRICS
+
+__all__ = ["render_compatibility"]
+
+
+def render_compatibility() -> str:
+    lines = [
+        "# Compatibility matrix",
+        "",
+        "Generated from `src/np_optimizer/devices.py` by `make docs`; do not edit by hand.",
+        "",
+        "## Devices",
+        "",
+        "| Device | Name | Runtime | Backend | Chipset | MLIA target | Default method |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for d in DEVICES:
+        default = "on-device" if d.local else ("mlia (on-device when devices.yaml gives SSH)"
+                                               if d.method("on-device") else "mlia")
+        lines.append(f"| `{d.name}` | {d.display_name} | {d.runtime} | {d.backend} | {d.chipset} | "
+                     f"{d.mlia_target or '-'} | {default} |")
+    metric_names = [str(m) for m in HEADLINE_METRICS]
+    lines += ["", "## Metrics by device and method", "",
+              "✓ given, — not given by that combination (the report omits it and warns why).", "",
+              "| Device | Method | Kind | " + " | ".join(metric_names) + " | Needs |",
+              "|---|---|---|" + "---|" * len(metric_names) + "---|"]
+    for d in DEVICES:
+        for m in d.methods:
+            marks = " | ".join("✓" if x in m.metrics else "—" for x in HEADLINE_METRICS)
+            lines.append(f"| `{d.name}` | {m.method} | {m.result_kind} | {marks} | {m.requires or '-'} |")
+    lines += ["", "## Notes by method", ""]
+    seen = set()
+    for d in DEVICES:
+        for m in d.methods:
+            if m.note and m.note not in seen:
+                seen.add(m.note)
+                lines.append(f"- **{m.method}** ({d.backend}): {m.note}")
+    lines += ["", "## Graph-quantize schemes by backend", ""]
+    for backend in sorted({d.backend for d in DEVICES}):
+        lines.append(f"- {backend}: {', '.join(backend_schemes(backend))}")
+    notes = [f"- `{d.name}`: {d.notes}" for d in DEVICES if d.notes]
+    if notes:
+        lines += ["", "## Device notes", "", *notes]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_compatibility(), end="")

@@ -1,0 +1,156 @@
+"""run.detail.yaml: every tunable default under `detail:`, indexed `profile[N]` and `<step>[0]`, and its validation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from np_optimizer.config.issues import L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
+from np_optimizer.config.options import Opt, Section, check_section, merge_defaults
+from np_optimizer.config.run_config import RunConfig
+
+__all__ = ["GLOBAL_OPTIONS", "PROFILE_OPTIONS", "STEP_OPTIONS", "DetailConfig", "validate_detail", "spelled_out_detail"]
+
+GLOBAL_OPTIONS: Section = {
+    "batch_size": Opt(1, "int", "Batch size of calibration and evaluation inputs.", minimum=1),
+    "gpu_device": Opt("cpu", "choice", "np runs on the CPU only.", choices=("cpu",)),
+    "seed": Opt(0, "int", "Seed of generated calibration and evaluation inputs.", minimum=0),
+    "evaluation": {
+        "num_samples": Opt(8, "int", "Inputs used for SNR and max-abs-error against INPUT_MODEL.", minimum=1),
+    },
+}
+
+PROFILE_OPTIONS: Section = {
+    "num_executions": Opt(30, "int", "Timed inference runs of a measured method.", minimum=1),
+    "timeout": Opt(60, "number", "Seconds of measurement (device queue wait excluded) before partial results.",
+                   minimum=0, exclusive_minimum=True),
+    "warmup": Opt(3, "int", "Untimed runs before the timed ones.", minimum=0),
+}
+
+STEP_OPTIONS: dict[str, Section] = {
+    "advanced_quantize": {
+        "weight": {
+            "granularity": Opt("GROUP", "choice", "Weight scale granularity.", choices=("CHANNEL", "GROUP")),
+            "group_size": Opt(32, "choice", "Weights per scale with GROUP granularity.", choices=(32, 64, 128)),
+            "calibration_method": Opt("MINMAX", "choice", "How weight ranges are found.",
+                                      choices=("MINMAX", "HISTOGRAM", "MOVING_AVERAGE_MINMAX", "PERCENTILE")),
+        },
+        "activation": {
+            "granularity": Opt("TOKEN", "choice", "Activation scale granularity.", choices=("TENSOR", "TOKEN")),
+            "calibration_method": Opt("MINMAX", "choice", "How activation ranges are found.", choices=("MINMAX",)),
+        },
+        "parameters": {
+            "calibration": {
+                "num_samples": Opt(-1, "int", "Calibration samples (-1: all of the calibration text).", minimum=1,
+                                   also=(-1,)),
+            },
+            "clip": Opt(True, "bool", "Search weight clipping ranges (AWQ, AutoRound)."),
+        },
+    },
+    "graph_optimize": {
+        "tolerance": Opt(1e-4, "number", "Largest max-abs output change a pass may cause, relative to the largest "
+                         "output magnitude; a pass beyond it is dropped.", minimum=0, exclusive_minimum=True),
+    },
+    "graph_quantize": {
+        "calibration": {
+            "num_samples": Opt(32, "int", "Calibration samples fed to the observers.", minimum=1),
+        },
+        "amp": {
+            "target_snr": Opt(30.0, "number", "GREEDY stops once the output SNR (dB) against the float model "
+                              "reaches this."),
+            "max_float_layers": Opt(16, "int", "GREEDY keeps at most this many layers in float.", minimum=1),
+        },
+    },
+}
+
+_INDEXED = re.compile(r"^(?P<name>[a-z_]+)\[(?P<index>-?\d+)\]$")
+
+
+@dataclass(frozen=True)
+class DetailConfig:
+    """Options with every default filled in."""
+
+    globals: dict[str, Any] = field(default_factory=dict)
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profile: tuple[dict[str, Any], ...] = ()
+
+    def profile_options(self, index: int) -> dict[str, Any]:
+        return self.profile[index] if index < len(self.profile) else merge_defaults(PROFILE_OPTIONS, None)
+
+    def step_options(self, kind: str) -> dict[str, Any]:
+        return self.steps.get(kind) or merge_defaults(STEP_OPTIONS[kind], None)
+
+
+def _issue(code: str, level: str, loc: str, msg: str, hint: str) -> ValidationIssue:
+    return ValidationIssue(code, level, loc, msg, hint)
+
+
+def validate_detail(data: Any, run: RunConfig) -> tuple[DetailConfig | None, list[ValidationIssue]]:
+    """Check run.detail.yaml's data against the options and against run.yaml's steps and profile list."""
+    if data is None:
+        return spelled_out_detail(run), []
+    if not isinstance(data, dict) or set(data) != {"detail"}:
+        keys = ", ".join(map(str, data)) if isinstance(data, dict) else type(data).__name__
+        return None, [_issue("D001", L_SYNTAX, "(file)", f"run.detail.yaml must hold one top-level key `detail:` (found {keys}).",
+                             "Put every option under `detail:`; `np experiments detail` writes a complete file.")]
+    body = data["detail"] or {}
+    if not isinstance(body, dict):
+        return None, [_issue("D002", L_SCHEMA, "detail", "`detail` must be a mapping.",
+                             "Example: `detail:` then `  profile[0]:` then `    num_executions: 30`.")]
+    issues: list[ValidationIssue] = []
+    globals_given: dict[str, Any] = {}
+    steps_given: dict[str, Any] = {}
+    profile_given: dict[int, Any] = {}
+    profile_len = len(run.profile or ())
+    indexed_names = ("profile", *STEP_OPTIONS)
+    for key, value in body.items():
+        loc = f"detail.{key}"
+        match = _INDEXED.match(str(key))
+        if str(key) in GLOBAL_OPTIONS:
+            globals_given[str(key)] = value
+            continue
+        if match is None or match["name"] not in indexed_names:
+            valid = [*GLOBAL_OPTIONS, *(f"{n}[N]" for n in indexed_names)]
+            name = match["name"] if match else str(key)
+            issues.append(_issue("D010", L_SCHEMA, loc, f"Unknown key '{key}' in run.detail.yaml.", did_you_mean(name, valid)))
+            continue
+        name, index = match["name"], int(match["index"])
+        if name == "profile":
+            if not 0 <= index < profile_len:
+                listed = f"profile[0]..profile[{profile_len - 1}]" if profile_len else "no profile entries"
+                issues.append(_issue("D020", L_REFERENCE, loc, f"{key} does not index an entry of run.yaml's profile list "
+                                     f"({profile_len} entr{'y' if profile_len == 1 else 'ies'}).",
+                                     f"Valid here: {listed}. profile[N] is the Nth item of the profile list, from 0."))
+                continue
+            profile_given[index] = value
+            issues += check_section(value, PROFILE_OPTIONS, loc, code_unknown="D023", code_value="D021")
+        else:
+            if name not in run.step_kinds:
+                issues.append(_issue("D030", L_REFERENCE, loc, f"{key} configures a step that is not in run.yaml's steps.",
+                                     f"Steps here: {', '.join(run.step_kinds)}."))
+                continue
+            if index != 0:
+                issues.append(_issue("D031", L_REFERENCE, loc, f"{name} has one configuration, so only {name}[0] exists.",
+                                     f"Rename the key to {name}[0]."))
+                continue
+            steps_given[name] = value
+            issues += check_section(value, STEP_OPTIONS[name], loc, code_unknown="D033", code_value="D032")
+    issues += check_section(globals_given, GLOBAL_OPTIONS, "detail", code_unknown="D010", code_value="D011")
+    if issues:
+        return None, issues
+    return _build(run, globals_given, steps_given, profile_given), []
+
+
+def _build(run: RunConfig, globals_given: dict[str, Any], steps_given: dict[str, Any],
+           profile_given: dict[int, Any]) -> DetailConfig:
+    return DetailConfig(
+        globals=merge_defaults(GLOBAL_OPTIONS, globals_given),
+        steps={kind: merge_defaults(STEP_OPTIONS[kind], steps_given.get(kind)) for kind in run.step_kinds},
+        profile=tuple(merge_defaults(PROFILE_OPTIONS, profile_given.get(i)) for i in range(len(run.profile or ()))),
+    )
+
+
+def spelled_out_detail(run: RunConfig) -> DetailConfig:
+    """Every default, for a run with no run.detail.yaml."""
+    return _build(run, {}, {}, {})

@@ -1,0 +1,48 @@
+"""Validation issues: each with a stable code, a level, a YAML location, a message and a hint."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+__all__ = ["ValidationIssue", "did_you_mean", "L_SYNTAX", "L_SCHEMA", "L_REFERENCE", "L_DEVICE"]
+
+L_SYNTAX = "L1"  # the file is not YAML, or not the expected shape
+L_SCHEMA = "L2"  # a key or value outside the schema
+L_REFERENCE = "L3"  # a name that refers to nothing (checkpoint, step, profile index)
+L_DEVICE = "HW"  # valid YAML that the project's device cannot do
+
+
+@dataclass(frozen=True)
+class ValidationIssue:
+    code: str
+    level: str
+    location: str
+    message: str
+    hint: str = ""
+    is_warning: bool = False
+    file: str = ""
+    line: int | None = None
+    column: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @property
+    def where(self) -> str:
+        """`file:line:col` when known, else the YAML location."""
+        if self.line is None:
+            return self.location
+        place = f"{self.file}:{self.line}" if self.file else f"line {self.line}"
+        return f"{place}:{self.column}" if self.column is not None else place
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A hint naming the closest valid spelling, or listing the valid ones."""
+    options = list(choices)
+    close = difflib.get_close_matches(str(word).upper(), [c.upper() for c in options], n=1, cutoff=0.5)
+    if close:
+        match = next(c for c in options if c.upper() == close[0])
+        return f"Did you mean '{match}'? Valid: {', '.join(options)}."
+    return f"Valid: {', '.join(options)}."

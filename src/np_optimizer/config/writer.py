@@ -1,0 +1,68 @@
+"""Write run.yaml and run.detail.yaml as a person would: defaults for the backend, comments that explain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from np_optimizer.config.checkpoints import STEP_KINDS, STEP_SHORT_NAMES, produced_checkpoints
+from np_optimizer.config.detail_config import DetailConfig
+from np_optimizer.config.run_config import RunConfig
+from np_optimizer.errors import UsageError
+
+__all__ = ["STEP_COMBINATIONS", "parse_steps_option", "render_run_yaml", "render_detail_yaml"]
+
+STEP_COMBINATIONS = ("go,gq", "aq,go,gq", "aq", "go", "gq")
+
+_CHECKPOINT_COMMENTS = {
+    "INPUT_MODEL": "original model before optimization",
+    "ADVANCED_QUANTIZE": "after AQ step",
+    "GRAPH_OPTIMIZE": "after GO step",
+    "GRAPH_QUANTIZE": "after GQ step",
+}
+
+
+def parse_steps_option(steps: str) -> list[str]:
+    """`go,gq` -> ['graph_optimize', 'graph_quantize']; only the documented combinations are accepted."""
+    short = ",".join(s.strip().lower() for s in steps.split(",") if s.strip())
+    if short not in STEP_COMBINATIONS:
+        raise UsageError(f"Unsupported --steps '{steps}'.", hint=f"Use one of: {' | '.join(STEP_COMBINATIONS)}.",
+                         code="NP-EXP-422")
+    return [STEP_SHORT_NAMES[s] for s in short.split(",")]
+
+
+def render_run_yaml(step_kinds: list[str], backend: str) -> str:
+    lines = ['version: "1.0"', "", "steps:"]
+    for kind in step_kinds:
+        if kind == "advanced_quantize":
+            lines += ["- advanced_quantize:", "  - algorithm: AWQ", "    scheme: W4-A8_dynamic"]
+        elif kind == "graph_optimize":
+            lines += ["- graph_optimize: null"]
+        elif kind == "graph_quantize":
+            schemes = "W8-A8 | W8-A8_dynamic | W4-A8_dynamic" if backend == "xnnpack" else "W8-A8 | W8-A16"
+            lines += ["- graph_quantize:", f"  - scheme: W8-A8                 # {schemes}",
+                      "    automatic_mixed_precision: null   # null | GREEDY"]
+    lines += ["", "# Checkpoints to compile and profile on the project's device; omit one to skip it.", "profile:"]
+    for name in produced_checkpoints(step_kinds):
+        lines.append(f"- {name:<20}# {_CHECKPOINT_COMMENTS[name]}")
+    return "\n".join(lines) + "\n"
+
+
+def _dump(value: dict[str, Any], indent: int) -> list[str]:
+    text = yaml.safe_dump(value, sort_keys=False, default_flow_style=False)
+    return [" " * indent + line for line in text.rstrip("\n").splitlines()]
+
+
+def render_detail_yaml(run: RunConfig, detail: DetailConfig) -> str:
+    """Every option with its value (defaults spelled out), each profile[N] labelled with its checkpoint."""
+    lines = ["# Every option np uses for this experiment, defaults spelled out. Edit values; keep the keys.", "detail:"]
+    lines += _dump(detail.globals, 2)
+    for kind in STEP_KINDS:
+        if kind in run.step_kinds:
+            lines.append(f"  {kind}[0]:")
+            lines += _dump(detail.step_options(kind), 4)
+    for index, name in enumerate(run.profile or ()):
+        lines.append(f"  profile[{index}]:   # {name}")
+        lines += _dump(detail.profile_options(index), 4)
+    return "\n".join(lines) + "\n"

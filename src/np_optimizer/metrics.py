@@ -1,0 +1,50 @@
+"""Metric vocabulary shared by records, the device catalogue, profiling and reports."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["MetricType", "UNITS", "HIGHER_IS_BETTER"]
+
+
+class MetricType(str, Enum):
+    LATENCY = "LATENCY"
+    MEMORY = "MEMORY"
+    MODEL_WEIGHT_MEMORY = "MODEL_WEIGHT_MEMORY"
+    MACS = "MACS"
+    PARAMS = "PARAMS"
+    SNR = "SNR"
+    MAX_ABS_ERROR = "MAX_ABS_ERROR"
+    PTE_SIZE = "PTE_SIZE"
+    DELEGATED_OPS = "DELEGATED_OPS"
+    TOTAL_OPS = "TOTAL_OPS"
+    NPU_CYCLES = "NPU_CYCLES"
+    TOTAL_CYCLES = "TOTAL_CYCLES"
+    INFERENCES_PER_SECOND = "INFERENCES_PER_SECOND"
+    NPU_OP_SHARE = "NPU_OP_SHARE"
+    ACTIVATION_ARENA = "ACTIVATION_ARENA"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The unit each metric is stored in (report.json and --json); renderers convert for display only.
+UNITS: dict[MetricType, str] = {
+    MetricType.LATENCY: "ms",
+    MetricType.MEMORY: "MB",
+    MetricType.MODEL_WEIGHT_MEMORY: "B",
+    MetricType.MACS: "MACs",
+    MetricType.PARAMS: "params",
+    MetricType.SNR: "dB",
+    MetricType.MAX_ABS_ERROR: "abs",
+    MetricType.PTE_SIZE: "B",
+    MetricType.DELEGATED_OPS: "ops",
+    MetricType.TOTAL_OPS: "ops",
+    MetricType.NPU_CYCLES: "cycles",
+    MetricType.TOTAL_CYCLES: "cycles",
+    MetricType.INFERENCES_PER_SECOND: "1/s",
+    MetricType.NPU_OP_SHARE: "%",
+    MetricType.ACTIVATION_ARENA: "B",
+}
+
+HIGHER_IS_BETTER = frozenset({MetricType.SNR, MetricType.INFERENCES_PER_SECOND, MetricType.NPU_OP_SHARE})

@@ -1,0 +1,93 @@
+"""The execution plan of an experiment: its jobs, and for each profiled checkpoint the method and metrics to expect."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from np_optimizer.config import ExperimentConfig, StepConfig
+from np_optimizer.config.checkpoints import INPUT_MODEL, step_of_checkpoint
+from np_optimizer.devices import Device, default_method, method_support
+from np_optimizer.metrics import MetricType
+
+__all__ = ["PlannedStep", "PlannedProfile", "Plan", "build_plan", "job_name", "HEADLINE_METRICS"]
+
+# The metrics a profile result is expected to carry; a combination that gives fewer warns about the rest.
+HEADLINE_METRICS = (MetricType.LATENCY, MetricType.MEMORY, MetricType.MODEL_WEIGHT_MEMORY, MetricType.MACS,
+                    MetricType.PARAMS)
+INPUT_JOB = "00_input_model"
+
+
+def job_name(index: int, kind: str) -> str:
+    """`01_graph_optimize`: the 1-based step number plus the step type; the input model's job is 00_input_model."""
+    return f"{index:02d}_{kind}"
+
+
+def _describe(step: StepConfig) -> str:
+    fields = {k: v for k, v in asdict(step).items() if k != "kind"}
+    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in fields.items()) or "no parameters"
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    index: int
+    kind: str
+    job: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class PlannedProfile:
+    listed_as: str
+    checkpoint: str
+    job: str
+    method: str
+    result_kind: str
+    metrics: tuple[str, ...]
+    missing: tuple[str, ...]
+    scope_note: str
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str
+    runtime: str
+    backend: str
+    steps: tuple[PlannedStep, ...]
+    profile: tuple[PlannedProfile, ...] | None
+    evaluate: tuple[str, ...]
+    total_jobs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def job_of(self, checkpoint: str) -> str:
+        if checkpoint == INPUT_MODEL:
+            return INPUT_JOB
+        kind = step_of_checkpoint(checkpoint)
+        return next(s.job for s in self.steps if s.kind == kind)
+
+
+def build_plan(config: ExperimentConfig, device: Device, *, method: str | None = None,
+               remote_configured: bool = False) -> Plan:
+    """Jobs in order and, per profiled checkpoint, what the device and method will give."""
+    steps = tuple(PlannedStep(i, s.kind, job_name(i, s.kind), _describe(s)) for i, s in enumerate(config.run.steps, 1))
+    chosen = method or default_method(device, remote_configured=remote_configured)
+    profile: tuple[PlannedProfile, ...] | None = None
+    if config.run.profile is not None:
+        support = method_support(device, chosen, remote_configured=remote_configured)
+        entries = []
+        for index, (listed, concrete) in enumerate(config.run.resolved_profile()):
+            kind = step_of_checkpoint(concrete)
+            job = INPUT_JOB if kind is None else next(s.job for s in steps if s.kind == kind)
+            options = dict(config.detail.profile_options(index)) if support.result_kind == "measured" else {}
+            entries.append(PlannedProfile(
+                listed_as=listed, checkpoint=concrete, job=job, method=chosen, result_kind=support.result_kind,
+                metrics=tuple(str(m) for m in support.metrics),
+                missing=tuple(str(m) for m in HEADLINE_METRICS if m not in support.metrics),
+                scope_note=support.note, options=options,
+            ))
+        profile = tuple(entries)
+    evaluate = tuple(f"{e.checkpoint} ({','.join(e.metrics)})" for e in config.run.evaluate)
+    return Plan(device.name, device.runtime, device.backend, steps, profile, evaluate, total_jobs=len(steps) + 1)

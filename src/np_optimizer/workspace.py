@@ -1,0 +1,248 @@
+"""Workspace, project and experiment folders, and finding them from the current directory.
+
+    <workspace>/np-workspace.json
+    <workspace>/devices.yaml                 SSH destinations of remote devices (optional)
+    <workspace>/<project>/project.json       model, device, runtime, backend, datasets
+    <workspace>/<project>/model/             the project's own copy of the model
+    <workspace>/<project>/<experiment>/run.yaml [run.detail.yaml] meta.json report.json logs/ NN_<step>/
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.errors import ConfigError, NotFoundError, UsageError
+from np_optimizer.storage import CorruptFileError, read_json, write_json
+
+__all__ = [
+    "WORKSPACE_FILE",
+    "PROJECT_FILE",
+    "Workspace",
+    "Project",
+    "Experiment",
+    "find_workspace",
+    "find_project",
+    "resolve_project",
+    "resolve_experiment",
+    "check_project_name",
+    "check_experiment_name",
+    "next_experiment_name",
+    "utc_now",
+]
+
+WORKSPACE_FILE = "np-workspace.json"
+PROJECT_FILE = "project.json"
+RUN_FILE = "run.yaml"
+SCHEMA_VERSION = 1
+
+_PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,49}$")
+_EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,49}$")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def devices_file(self) -> Path:
+        return self.root / "devices.yaml"
+
+    def projects(self) -> list[Project]:
+        return sorted(
+            (Project(p.parent) for p in self.root.glob(f"*/{PROJECT_FILE}")),
+            key=lambda p: p.name,
+        )
+
+    @staticmethod
+    def create(root: Path) -> Workspace:
+        root.mkdir(parents=True, exist_ok=True)
+        marker = root / WORKSPACE_FILE
+        if not marker.exists():
+            write_json(marker, {"schema_version": SCHEMA_VERSION, "created_at": utc_now()})
+        return Workspace(root.resolve())
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def info(self) -> dict[str, Any]:
+        try:
+            data = read_json(self.root / PROJECT_FILE)
+        except CorruptFileError as exc:
+            raise ConfigError(str(exc), hint="Restore project.json or recreate the project.", code="NP-PRJ-500") from exc
+        return dict(data)
+
+    @property
+    def device_name(self) -> str:
+        return str(self.info["device"])
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def workspace(self) -> Workspace | None:
+        return find_workspace(self.root.parent)
+
+    def experiments(self) -> list[Experiment]:
+        return sorted((Experiment(p.parent) for p in self.root.glob(f"*/{RUN_FILE}")), key=lambda e: e.name)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def run_file(self) -> Path:
+        return self.root / RUN_FILE
+
+    @property
+    def detail_file(self) -> Path:
+        return self.root / "run.detail.yaml"
+
+    @property
+    def report_file(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def meta_file(self) -> Path:
+        return self.root / "meta.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "logs" / "execution.log"
+
+    @property
+    def project(self) -> Project:
+        project = find_project(self.root.parent)
+        if project is None:
+            raise NotFoundError(
+                f"Experiment {self.root} is not inside a project (no {PROJECT_FILE} above it).",
+                hint="Experiments live in a project folder; create one with `np projects create`.",
+                code="NP-PRJ-404",
+            )
+        return project
+
+
+def _nearest(start: Path, marker: str) -> Path | None:
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / marker).is_file():
+            return folder
+    return None
+
+
+def find_workspace(start: Path) -> Workspace | None:
+    root = _nearest(start, WORKSPACE_FILE)
+    return Workspace(root) if root else None
+
+
+def find_project(start: Path) -> Project | None:
+    root = _nearest(start, PROJECT_FILE)
+    return Project(root) if root else None
+
+
+def resolve_project(project: str | None, cwd: Path) -> Project:
+    """The project named by `--project` (a name in the workspace or a path), else the one around `cwd`."""
+    if project is not None:
+        candidate = Path(project)
+        if (candidate / PROJECT_FILE).is_file():
+            return Project(candidate.resolve())
+        workspace = find_workspace(cwd)
+        if workspace and (workspace.root / project / PROJECT_FILE).is_file():
+            return Project(workspace.root / project)
+        known = ", ".join(p.name for p in workspace.projects()) if workspace else ""
+        raise NotFoundError(
+            f"No project '{project}'" + (f" in workspace {workspace.root}." if workspace else "."),
+            hint=(f"Projects here: {known}." if known else "Create one with `np projects create`.")
+            + " See `np projects ls`.",
+            code="NP-PRJ-404",
+        )
+    found = find_project(cwd)
+    if found is None:
+        raise NotFoundError(
+            "Not inside a project folder.",
+            hint="cd into a project, or pass --project NAME (see `np projects ls`).",
+            code="NP-PRJ-404",
+        )
+    return found
+
+
+def resolve_experiment(experiment: str | None, project: str | None, cwd: Path) -> Experiment:
+    """The experiment from `-e` (a path, or a name inside the project), else the nearest folder holding run.yaml."""
+    if experiment is not None:
+        candidate = Path(experiment)
+        if (candidate / RUN_FILE).is_file():
+            return Experiment(candidate.resolve())
+        owner = resolve_project(project, cwd) if project is not None else find_project(cwd)
+        if owner and (owner.root / experiment / RUN_FILE).is_file():
+            return Experiment(owner.root / experiment)
+        known = ", ".join(e.name for e in owner.experiments()) if owner else ""
+        raise NotFoundError(
+            f"No experiment '{experiment}'" + (f" in project {owner.name}." if owner else "."),
+            hint=(f"Experiments here: {known}." if known else "Create one with `np experiments create`."),
+            code="NP-EXP-404",
+        )
+    if project is not None:
+        owner = resolve_project(project, cwd)
+        experiments = owner.experiments()
+        if len(experiments) == 1:
+            return experiments[0]
+        raise UsageError(
+            f"Project {owner.name} has {len(experiments)} experiments; name one.",
+            hint="Pass -e/--experiment NAME (see `np experiments ls --project " + owner.name + "`).",
+            code="NP-EXP-400",
+        )
+    root = _nearest(cwd, RUN_FILE)
+    if root is None:
+        raise NotFoundError(
+            "No experiment here: no run.yaml in this folder or above it.",
+            hint="cd into an experiment folder, or pass -e/--experiment PATH_OR_NAME.",
+            code="NP-EXP-404",
+        )
+    return Experiment(root)
+
+
+def check_project_name(name: str) -> None:
+    if not _PROJECT_NAME.match(name):
+        raise UsageError(
+            f"Invalid project name '{name}'.",
+            hint="Use 3-50 letters, digits, '_' or '-', starting with a letter or digit.",
+            code="NP-PRJ-400",
+        )
+
+
+def check_experiment_name(name: str) -> None:
+    if not _EXPERIMENT_NAME.match(name):
+        raise UsageError(
+            f"Invalid experiment name '{name}'.",
+            hint="Use 1-50 letters, digits, '_' or '-', starting with a letter or digit.",
+            code="NP-EXP-400",
+        )
+
+
+def next_experiment_name(project: Project) -> str:
+    numbers = [
+        int(m.group(1))
+        for e in project.experiments()
+        if (m := re.fullmatch(r"experiment_(\d+)", e.name))
+    ]
+    return f"experiment_{(max(numbers) + 1) if numbers else 1:02d}"
