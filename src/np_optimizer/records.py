@@ -22,6 +22,9 @@ __all__ = [
     "ProjectRecord",
     "ExperimentRecord",
     "ValidationReport",
+    "MetricValue",
+    "ProfileResult",
+    "JobRecord",
 ]
 
 SCHEMA_VERSION = 1
@@ -121,3 +124,78 @@ class ValidationReport:
     plan: Plan | None = None
     schema_version: int = SCHEMA_VERSION
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """One number with its unit, the statistic it is (avg, median, peak) and how it was obtained."""
+
+    metric_type: str
+    value: float
+    unit: str
+    stat: str | None = None
+    source: str = ""
+    comparison_model: str | None = None
+    component_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """One profiling of one checkpoint on one device by one method (inline in np run, or post-hoc)."""
+
+    measurement_id: str
+    checkpoint: str
+    job: str
+    checkpoint_sha256: str
+    device: str
+    runtime: str
+    backend: str
+    method: str
+    result_kind: str  # "estimated" | "measured"
+    trigger: str  # "RUN_INLINE" | "POSTHOC"
+    status: str  # "SUCCESS" | "FAILED"
+    started_at: str
+    ended_at: str | None = None
+    requested_method: str | None = None
+    metrics: tuple[MetricValue, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+    partial: bool = False
+    cache: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    compile: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def metric(self, metric_type: str) -> MetricValue | None:
+        return next((m for m in self.metrics if m.metric_type == metric_type), None)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """job.json of one pipeline job (00_input_model, 01_graph_optimize, ...)."""
+
+    name: str
+    step_type: str
+    step_index: int
+    checkpoint: str
+    status: str  # "pending" | "in_progress" | "success" | "failed" | "reused"
+    created_at: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    input: dict[str, Any] | None = None
+    output: dict[str, Any] | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    config_hash: str = ""
+    changes: dict[str, Any] = field(default_factory=dict)
+    compile: dict[str, Any] = field(default_factory=dict)
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    errors: tuple[dict[str, Any], ...] = ()
+    profile: tuple[ProfileResult, ...] = ()
+    pid: int | None = None
+    schema_version: int = SCHEMA_VERSION

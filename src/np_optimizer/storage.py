@@ -50,7 +50,7 @@ def read_json(path: Path) -> Any:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on `<path>.lock`, shared by every process of the user."""
-    lock_path = path.with_name(path.name + ".lock")
+    lock_path = path.with_name(f".{path.name}.lock")  # hidden: a lock is not a result
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)

@@ -7,6 +7,9 @@ from np_optimizer.api.experiments import (
     experiments_list,
     validate,
 )
+from np_optimizer.api.profile import profile
+from np_optimizer.api.report import report
+from np_optimizer.api.run import run
 from np_optimizer.api.projects import (
     devices_list,
     models_list,
@@ -25,7 +28,10 @@ __all__ = [
     "models_list",
     "project_info",
     "projects_create",
+    "profile",
     "projects_list",
+    "report",
+    "run",
     "validate",
     "workspace_init",
 ]

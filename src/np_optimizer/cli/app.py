@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from np_optimizer import __version__
-from np_optimizer.cli import cmd_devices, cmd_experiments, cmd_projects, cmd_run, cmd_validate, cmd_workspace
+from np_optimizer.cli import (
+    cmd_devices,
+    cmd_experiments,
+    cmd_profile,
+    cmd_projects,
+    cmd_report,
+    cmd_run,
+    cmd_status,
+    cmd_validate,
+    cmd_workspace,
+)
 
 app = typer.Typer(
     name="np",
@@ -42,3 +52,6 @@ app.add_typer(cmd_experiments.app, name="experiments")
 app.add_typer(cmd_devices.app, name="devices")
 cmd_validate.register(app)
 cmd_run.register(app)
+cmd_report.register(app)
+cmd_profile.register(app)
+cmd_status.register(app)

@@ -10,11 +10,36 @@ from np_optimizer import api
 from np_optimizer.cli.cmd_validate import print_plan, print_report
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import print_json
-from np_optimizer.errors import EXIT_VALIDATION, UsageError
+from np_optimizer.cli.live import live_display
+from np_optimizer.cli.render import out
+from np_optimizer.errors import EXIT_FAILED, EXIT_VALIDATION, UsageError
+from np_optimizer.pipeline.runner import RunSummary
 from np_optimizer.records import to_dict
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]
+
+
+def summary_dict(summary: RunSummary) -> dict[str, object]:
+    return {"experiment": summary.experiment, "status": summary.status, "duration_s": summary.duration_s,
+            "jobs": summary.jobs, "profile": [to_dict(p) for p in summary.profile], "error": summary.error}
+
+
+def print_summary(summary: RunSummary) -> None:
+    ok = summary.status == "success"
+    out.print(("[green]Run completed successfully.[/]" if ok else "[red]Run failed.[/]") + f" ({summary.duration_s:.1f} s)")
+    for job in summary.jobs:
+        mark = {"success": "✓", "reused": "✓ (reused)", "failed": "✗"}.get(job["status"], job["status"])
+        out.print(f"  {job['name']:<22} {mark}")
+    if summary.profile:
+        kinds = sorted({p.result_kind for p in summary.profile})
+        marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
+        out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
+    if summary.error:
+        out.print(f"[red]{summary.error['message']}[/]")
+        if summary.error.get("hint"):
+            out.print(f"[yellow]Hint:[/] {summary.error['hint']}")
+    out.print("Next: np report   (np status for jobs, np export for the .pte)")
 
 
 def register(app: typer.Typer) -> None:
@@ -44,4 +69,11 @@ def register(app: typer.Typer) -> None:
             else:
                 print_report(report)
             return 0 if report.is_valid else EXIT_VALIDATION
-        raise UsageError("np run is not available yet in this build.", hint="Use np run --dry-run.")
+        with live_display(quiet=json_mode) as display:
+            summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
+                              console_write=display.write, progress=display.progress)
+        if json_mode:
+            print_json(summary_dict(summary))
+        else:
+            print_summary(summary)
+        return 0 if summary.status == "success" else EXIT_FAILED

@@ -70,8 +70,8 @@ def print_error(error: NpError, *, json_mode: bool) -> None:
 
 
 def notice(message: str) -> None:
-    err.print(f"[cyan]Note:[/] {message}", markup=True)
+    err.print(f"[cyan]Note:[/] {message}", markup=True, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]Warning:[/] {message}", markup=True)
+    err.print(f"[yellow]Warning:[/] {message}", markup=True, soft_wrap=True)

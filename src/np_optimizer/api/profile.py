@@ -1,0 +1,191 @@
+"""API: np profile (post-hoc rounds on any catalogue device, recorded in report.json and job.json)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, OUTPUT_MODEL, canonical_checkpoint
+from np_optimizer.config.detail_config import PROFILE_OPTIONS
+from np_optimizer.config.options import Opt, merge_defaults
+from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
+from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.models.source import sha256_file
+from np_optimizer.pipeline.context import CheckpointRef
+from np_optimizer.records import JobRecord, ProfileResult
+from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace import Experiment, resolve_experiment, utc_now
+
+__all__ = ["ProfileRound", "profile", "parse_profile_opts"]
+
+
+@dataclass
+class ProfileRound:
+    experiment: str
+    device: str
+    method: str
+    requested_method: str | None
+    results: list[ProfileResult] = field(default_factory=list)
+
+    @property
+    def reused(self) -> bool:
+        """True only when every result was reused (the batch rule of the reference product)."""
+        return bool(self.results) and all(r.cache.get("reused") for r in self.results)
+
+    @property
+    def failed(self) -> list[ProfileResult]:
+        return [r for r in self.results if r.status != "SUCCESS"]
+
+
+def parse_profile_opts(items: list[str]) -> dict[str, int | float]:
+    """`--profile-opt KEY=VALUE` (repeatable, or comma-separated): run.detail.yaml's profile[N] options."""
+    out: dict[str, int | float] = {}
+    for item in [p for raw in items for p in raw.split(",") if p.strip()]:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise UsageError(f"Invalid --profile-opt '{item}': missing '='.", hint="Use KEY=VALUE, e.g. "
+                             "--profile-opt num_executions=50.", code="NP-CPF-422")
+        spec = PROFILE_OPTIONS.get(key)
+        if not isinstance(spec, Opt):
+            raise UsageError(f"Unknown --profile-opt key '{key}'.", hint=f"Keys: {', '.join(PROFILE_OPTIONS)}.",
+                             code="NP-CPF-422")
+        if key in out:
+            raise UsageError(f"--profile-opt key '{key}' is given twice.", hint="Give each key once.", code="NP-CPF-422")
+        try:
+            value: int | float = int(text) if spec.kind == "int" else float(text)
+        except ValueError:
+            raise UsageError(f"--profile-opt {key}={text}: {key} must be {'an integer' if spec.kind == 'int' else 'a number'}.",
+                             hint=spec.doc, code="NP-CPF-422") from None
+        problem = spec.problem(value)
+        if problem:
+            raise UsageError(f"--profile-opt {key}={text}: {key} {problem}.", hint=spec.doc, code="NP-CPF-422")
+        out[key] = value
+    return out
+
+
+def _finished_jobs(store: ExperimentStore) -> list[JobRecord]:
+    return [j for j in store.jobs() if j.status in ("success", "reused") and j.output]
+
+
+def _targets(store: ExperimentStore, ids: list[str]) -> list[JobRecord]:
+    jobs = _finished_jobs(store)
+    if not jobs:
+        raise NotFoundError("This experiment has no finished checkpoint to profile.",
+                            hint="Run it first with `np run`.", code="NP-CPF-404")
+    if not ids:
+        return jobs
+    by_checkpoint = {j.checkpoint: j for j in jobs}
+    by_job = {j.name: j for j in jobs}
+    chosen: list[JobRecord] = []
+    for raw in ids:
+        name = canonical_checkpoint(raw)
+        if name == OUTPUT_MODEL:
+            job = jobs[-1]
+        elif name is not None:
+            job = by_checkpoint.get(name)
+        else:
+            job = by_job.get(raw)
+        if job is None:
+            available = ", ".join([*(j.checkpoint for j in jobs), *(j.name for j in jobs)])
+            known = name is not None and name in CHECKPOINT_NAMES
+            raise NotFoundError(f"No finished checkpoint '{raw}' in this experiment" + (" (its step did not run)."
+                                                                                      if known else "."),
+                                hint=f"Available: {available}, OUTPUT_MODEL.", code="NP-CPF-404")
+        if job not in chosen:
+            chosen.append(job)
+    return chosen
+
+
+def _checkpoint(store: ExperimentStore, job: JobRecord) -> CheckpointRef:
+    """The job's checkpoint file, checked against the sha256 its job recorded."""
+    output = job.output or {}
+    path = store.job_dir(job.name) / str(output.get("file", "artifacts/model.pt2"))
+    if not path.is_file():
+        raise NotFoundError(f"The checkpoint file of {job.name} is missing ({path}).",
+                            hint="Run `np run --retry` to make it again.", code="NP-CKP-404")
+    if sha256_file(path) != output.get("sha256"):
+        raise NotFoundError(f"The checkpoint file of {job.name} does not match the sha256 its job recorded "
+                            "(changed or corrupt).", hint="Run `np run --retry` to make it again.", code="NP-CKP-409")
+    return CheckpointRef(job.checkpoint, job.name, path, str(output["sha256"]))
+
+
+def _options(exp: Experiment, checkpoint: str, device: Device, given: dict[str, int | float]) -> dict[str, Any]:
+    """run.detail.yaml's profile[N] for this checkpoint when it is listed, then --profile-opt on top."""
+    base = merge_defaults(PROFILE_OPTIONS, None)
+    try:
+        from np_optimizer.config import load_experiment_config
+
+        config = load_experiment_config(exp.run_file, get_device(exp.project.device_name))
+        for index, (_listed, concrete) in enumerate(config.run.resolved_profile()):
+            if concrete == checkpoint:
+                base = dict(config.detail.profile_options(index))
+    except Exception:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
+        pass
+    return {**base, **given}
+
+
+def profile(ids: list[str] | None = None, *, experiment: str | None = None, project: str | None = None,
+            method: str | None = None, device: str | None = None, runtime: str | None = None,
+            backend: str | None = None, force: bool = False, profile_opts: dict[str, int | float] | None = None,
+            cwd: Path | None = None, progress: Callable[[str], None] = lambda _t: None,
+            console_write: Callable[[str], None] | None = None) -> ProfileRound:
+    """Compile and profile finished checkpoints post hoc; every round is recorded, failed ones too.
+
+    Log lines go to `console_write` and the experiment's logs/execution.log; library output to the log file only.
+    """
+    from np_optimizer.logs import quiet_native_output, run_logging
+
+    exp = resolve_experiment(experiment, project, cwd or Path.cwd())
+    with run_logging(exp.log_file, console_write), quiet_native_output(exp.log_file):
+        return _profile(exp, ids, method=method, device=device, runtime=runtime, backend=backend, force=force,
+                        profile_opts=profile_opts, progress=progress)
+
+
+def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, device: str | None, runtime: str | None,
+             backend: str | None, force: bool, profile_opts: dict[str, int | float] | None,
+             progress: Callable[[str], None]) -> ProfileRound:
+    from np_optimizer.api.experiments import remote_for
+    from np_optimizer.profiler.session import profile_checkpoint
+
+    target = find_device(device, runtime, backend) if device else get_device(exp.project.device_name)
+    if device is None and (runtime or backend):
+        target = find_device(target.name, runtime, backend)
+    remote = remote_for(exp, target)
+    chosen = method.lower() if method else default_method(target, remote_configured=remote is not None)
+    support = method_support(target, chosen, remote_configured=remote is not None)
+    if profile_opts and support.result_kind != "measured":
+        raise UsageError(f"--profile-opt applies to measured methods; {chosen} is a static estimate.",
+                         hint="Drop --profile-opt, or use --method on-device.", code="NP-CPF-422")
+    store = ExperimentStore(exp)
+    jobs = _targets(store, list(ids or []))
+    result = ProfileRound(exp.name, target.name, chosen, method)
+    from np_optimizer.logs import get_logger
+
+    log = get_logger("Profiler")
+    log.info(f"Post-hoc profiling: {target.name} / {target.runtime} / {target.backend}, method {chosen}")
+    seen: set[str] = set()
+    for index, job in enumerate(jobs, 1):
+        progress(f"{job.checkpoint.lower()} ({index}/{len(jobs)}) on {target.name}")
+        try:
+            ref = _checkpoint(store, job)
+        except NotFoundError as exc:
+            failed = ProfileResult(
+                measurement_id=f"failed-{job.name}-{utc_now()}", checkpoint=job.checkpoint, job=job.name,
+                checkpoint_sha256=str((job.output or {}).get("sha256", "")), device=target.name,
+                runtime=target.runtime, backend=target.backend, method=chosen, result_kind=support.result_kind,
+                trigger="POSTHOC", status="FAILED", started_at=utc_now(), ended_at=utc_now(),
+                requested_method=method, error={"code": exc.code, "message": exc.message, "hint": exc.hint})
+            log.error(f"  {exc.message}")
+            store.add_post_hoc(failed)
+            result.results.append(failed)
+            continue
+        outcome = profile_checkpoint(
+            checkpoint=ref, job_dir=store.job_dir(job.name), experiment_root=exp.root, device=target, method=chosen,
+            requested_method=method, options=_options(exp, job.checkpoint, target, profile_opts or {}),
+            trigger="POSTHOC", force=force, log_file=exp.log_file, remote=remote, progress=progress, seen=seen)
+        store.add_post_hoc(outcome)
+        result.results.append(outcome)
+    return result

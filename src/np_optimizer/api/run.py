@@ -1,0 +1,30 @@
+"""API: np run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from np_optimizer.logs import quiet_native_output, run_logging
+from np_optimizer.pipeline.runner import RunSummary, run_experiment
+from np_optimizer.workspace import resolve_experiment
+
+__all__ = ["run"]
+
+
+def run(*, experiment: str | None = None, project: str | None = None, retry: bool = False,
+        profile_method: str | None = None, cwd: Path | None = None,
+        console_write: Callable[[str], None] | None = None,
+        progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
+    """Run the experiment's steps and profile its listed checkpoints, locally and synchronously.
+
+    Log lines go to `console_write` (if given) and to the experiment's logs/execution.log; what the libraries print,
+    natively or through warnings, goes to the log file only.
+    """
+    exp = resolve_experiment(experiment, project, cwd or Path.cwd())
+    from np_optimizer.config import load_experiment_config
+    from np_optimizer.devices import get_device
+
+    load_experiment_config(exp.run_file, get_device(exp.project.device_name))  # violations: nothing runs, no log
+    with run_logging(exp.log_file, console_write), quiet_native_output(exp.log_file):
+        return run_experiment(exp, retry=retry, profile_method=profile_method, progress=progress)

@@ -1,0 +1,115 @@
+"""API: np status (jobs, their state, and the experiment's measurements) and np export."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.compile import compile_dir
+from np_optimizer.devices import get_device
+from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.records import to_dict
+from np_optimizer.results import ExperimentStore
+from np_optimizer.storage import CorruptFileError, read_json, write_json
+from np_optimizer.workspace import resolve_experiment
+
+__all__ = ["ExperimentStatus", "status", "export", "EXPORT_LEVELS"]
+
+EXPORT_LEVELS = ("deploy", "result")
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class ExperimentStatus:
+    experiment: str
+    status: str
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    log: str | None = None
+
+
+def status(*, experiment: str | None = None, project: str | None = None, logs: bool = False,
+           cwd: Path | None = None) -> ExperimentStatus:
+    """Each job's state; a job left in_progress by a process that is gone is reported as interrupted."""
+    exp = resolve_experiment(experiment, project, cwd or Path.cwd())
+    store = ExperimentStore(exp)
+    try:
+        meta = read_json(exp.meta_file) if exp.meta_file.exists() else {}
+    except CorruptFileError:
+        meta = {"status": "unknown (meta.json unreadable)"}
+    state = str(meta.get("status", "created"))
+    if state == "running" and not _alive(meta.get("pid")):
+        state = "interrupted"
+    jobs = []
+    for job in store.jobs():
+        job_state = job.status
+        if job_state == "in_progress" and not _alive(job.pid):
+            job_state = "interrupted"
+        compiled = job.compile or {}
+        jobs.append({"name": job.name, "step_type": job.step_type, "step_index": job.step_index,
+                     "checkpoint": job.checkpoint, "status": job_state, "duration_s": job.duration_s,
+                     "started_at": job.started_at, "ended_at": job.ended_at,
+                     "lowering": compiled.get("status"), "lowering_reason": compiled.get("reason"),
+                     "errors": list(job.errors)})
+    report = store.read_report()
+    measurements = [{"checkpoint": r.get("checkpoint"), "trigger": r.get("trigger"), "status": r.get("status"),
+                     "method": r.get("method"), "result_kind": r.get("result_kind"), "device": r.get("device"),
+                     "started_at": r.get("started_at"), "measurement_id": r.get("measurement_id")}
+                    for r in [*(report.get("profile") or {}).get("results", []), *report.get("post_hoc", [])]]
+    log_text = exp.log_file.read_text(encoding="utf-8", errors="replace") if logs and exp.log_file.exists() else None
+    return ExperimentStatus(exp.name, state, jobs, measurements, log_text)
+
+
+def export(*, level: str = "deploy", output: Path | None = None, experiment: str | None = None,
+           project: str | None = None, cwd: Path | None = None) -> dict[str, Any]:
+    """deploy: the final checkpoint's .pte for the project's device. result: plus report.json, meta.json, jobs.json,
+    the configs and logs/execution.log. Written to `output` (default <experiment>/export/<level>)."""
+    if level not in EXPORT_LEVELS:
+        raise UsageError(f"Unknown export level '{level}'.", hint=f"Levels: {', '.join(EXPORT_LEVELS)}.",
+                         code="NP-EXP-400")
+    exp = resolve_experiment(experiment, project, cwd or Path.cwd())
+    store = ExperimentStore(exp)
+    finished = [j for j in store.jobs() if j.status in ("success", "reused")]
+    if not finished:
+        raise NotFoundError("Nothing to export: no finished job in this experiment.", hint="Run it with `np run`.",
+                            code="NP-EXP-404")
+    last = finished[-1]
+    device = get_device(exp.project.device_name)
+    compiled = compile_dir(store.job_dir(last.name), device)
+    record = read_json(compiled / "compile.json") if (compiled / "compile.json").exists() else {}
+    if record.get("status") != "ok" or not (compiled / "model.pte").exists():
+        raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} "
+                            f"({record.get('reason') or 'not compiled'}).",
+                            hint="Check `np status`; a float checkpoint cannot be lowered to an NPU.",
+                            code="NP-EXP-409")
+    target = (output or exp.root / "export" / level).resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    files = [target / "model.pte"]
+    shutil.copy2(compiled / "model.pte", files[0])
+    if level == "result":
+        for name in ("report.json", "meta.json", "run.yaml", "run.detail.yaml"):
+            if (exp.root / name).exists():
+                shutil.copy2(exp.root / name, target / name)
+                files.append(target / name)
+        write_json(target / "jobs.json", [to_dict(j) for j in store.jobs()])
+        files.append(target / "jobs.json")
+        if exp.log_file.exists():
+            (target / "logs").mkdir(exist_ok=True)
+            shutil.copy2(exp.log_file, target / "logs" / "execution.log")
+            files.append(target / "logs" / "execution.log")
+    return {"level": level, "folder": str(target), "checkpoint": last.checkpoint, "job": last.name,
+            "device": device.name, "files": [str(f) for f in files]}

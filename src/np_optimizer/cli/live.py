@@ -1,0 +1,53 @@
+"""The live display of a long command: log lines above, a one-line status with elapsed time below.
+
+It writes through its own duplicate of the terminal's stderr, so it keeps working while np sends what the libraries
+print on the process's fds 1 and 2 to the log file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+
+__all__ = ["LiveDisplay", "live_display"]
+
+
+class LiveDisplay:
+    def __init__(self, console: Console, quiet: bool) -> None:
+        self.console = console
+        self.quiet = quiet
+        self._status = None
+        self._started = time.monotonic()
+        self._text = "starting"
+
+    def write(self, line: str) -> None:
+        if not self.quiet:
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def progress(self, text: str) -> None:
+        self._text = text
+        if self._status is not None:
+            self._status.update(self._label())
+
+    def _label(self) -> str:
+        return f"[bold cyan]{self._text}[/]  [dim]{time.monotonic() - self._started:.0f} s[/]"
+
+
+@contextmanager
+def live_display(*, quiet: bool = False) -> Iterator[LiveDisplay]:
+    stream = os.fdopen(os.dup(2), "w", buffering=1)
+    console = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
+    display = LiveDisplay(console, quiet)
+    try:
+        if console.is_terminal and not quiet:
+            with console.status(display._label(), spinner="dots") as status:
+                display._status = status
+                yield display
+        else:
+            yield display
+    finally:
+        stream.close()

@@ -1,0 +1,96 @@
+"""Export a model and save/load exported programs (.pt2), including quantized ones, in any process."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.errors import ModelError
+
+if TYPE_CHECKING:
+    import torch
+    from torch.export import ExportedProgram
+
+__all__ = ["export_model", "save_program", "load_program", "save_inputs", "load_inputs", "user_error_location"]
+
+
+def user_error_location(exc: BaseException) -> str:
+    """The first line of a torch.export error plus the user's source line it names, when there is one."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    where = [ln for ln in lines if ln.startswith("File ") and "site-packages" not in ln and "/torch/" not in ln]
+    return f"{first} ({where[-1]})" if where else first
+
+
+def export_model(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> ExportedProgram:
+    """torch.export the model in eval mode; a model export cannot trace is a ModelError naming the op or line."""
+    import torch
+
+    model.eval()
+    try:
+        return torch.export.export(model, tuple(example_inputs))
+    except Exception as exc:
+        raise ModelError(
+            f"torch.export cannot trace the model: {user_error_location(exc)}",
+            hint="Remove data-dependent Python control flow or unsupported ops from forward() (see the log file for "
+            "the full error); torch.export needs one static graph.",
+            code="NP-MDL-500",
+        ) from exc
+
+
+def save_program(program: ExportedProgram, path: Path) -> Path:
+    """Write a .pt2 atomically (temporary file, then rename), so a crash never leaves half a checkpoint."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".pt2", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.export.save(program, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def load_program(path: Path) -> ExportedProgram:
+    """Load a .pt2, registering the quantization ops a PT2E or torchao program refers to.
+
+    Deserialization resolves `quantized_decomposed::*` by name, registered only once
+    `torch.ao.quantization.fx._decomposed` is imported; torchao programs need `torchao` imported.
+    """
+    import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed::*
+
+    try:
+        return torch.export.load(str(path))
+    except RuntimeError:
+        try:
+            import torchao  # noqa: F401  registers torchao::* ops
+
+            return torch.export.load(str(path))
+        except Exception as exc:
+            raise ModelError(f"Cannot load checkpoint {path}: {str(exc).splitlines()[0]}",
+                             hint="The file is damaged or was written by another torch version; rerun the step "
+                             "with `np run --retry`.", code="NP-CKP-500") from exc
+    except Exception as exc:
+        raise ModelError(f"Cannot load checkpoint {path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                         hint="The file is damaged or truncated; rerun the step with `np run --retry`.",
+                         code="NP-CKP-500") from exc
+
+
+def save_inputs(inputs: list[tuple[torch.Tensor, ...]], path: Path) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save([tuple(t.detach().contiguous() for t in sample) for sample in inputs], path)
+
+
+def load_inputs(path: Path) -> list[tuple[torch.Tensor, ...]]:
+    import torch
+
+    return [tuple(sample) for sample in torch.load(path, weights_only=True)]

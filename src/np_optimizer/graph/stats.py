@@ -1,0 +1,198 @@
+"""Static statistics of a torch.export program: op histogram, node count, MACs, parameters and weight bytes.
+
+Counted on the exported graph itself (node.meta['val'] shapes, the program's state), so they need no run and work
+the same on float, PT2E-quantized and torchao-quantized programs. torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+    from torch.export import ExportedProgram
+    from torch.fx import Node
+
+__all__ = ["MACS_CONVENTION", "op_histogram", "node_count", "count_macs", "count_params", "weight_bytes"]
+
+MACS_CONVENTION = (
+    "one MAC = one multiply-accumulate of a convolution or matmul-family op, from torch.utils.flop_counter's "
+    "formulas (FLOPs/2) on the exported graph's shapes; pooling, activations, norms and element-wise ops count 0"
+)
+
+
+def _target_name(target: Any) -> str:
+    # str(aten.conv2d.default) == "aten.conv2d.default"; builtins such as operator.getitem print "<built-in ...>".
+    if isinstance(target, str):
+        return target
+    name = str(target)
+    if name.startswith("<built-in"):
+        return str(getattr(target, "__name__", name))
+    return name
+
+
+def op_histogram(ep: ExportedProgram) -> dict[str, int]:
+    """Count of call_function nodes per operator, e.g. {"aten.conv2d.default": 3}, sorted by name."""
+    counts = Counter(_target_name(n.target) for n in ep.graph.nodes if n.op == "call_function")
+    return dict(sorted(counts.items()))
+
+
+def node_count(ep: ExportedProgram) -> int:
+    """Number of operator (call_function) nodes; placeholders and the output node are excluded."""
+    return sum(1 for n in ep.graph.nodes if n.op == "call_function")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# MACs
+# ---------------------------------------------------------------------------------------------------------------------
+
+_MATMUL_PACKETS = ("mm", "addmm", "bmm", "baddbmm")
+_CONV_PACKETS = ("convolution", "_convolution")
+_COMPOSITE_CONVS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+
+
+def _shape(v: Any) -> list[int]:
+    """Concrete shape; a dynamic dim takes its example-input value (the SymInt's hint) rather than int(), which would
+    add a guard to the program's shape environment."""
+    import torch
+
+    return [int(s.node.hint) if isinstance(s, torch.SymInt) and s.node.hint is not None else int(s) for s in v.shape]
+
+
+def _val(arg: Any) -> Any:
+    return arg.meta.get("val") if hasattr(arg, "meta") else arg
+
+
+def _matmul_flops(a: list[int], b: list[int], registry: dict[Any, Any]) -> int:
+    """FLOPs of matmul(a, b) with numpy broadcasting, via the registry's bmm formula."""
+    import torch
+
+    a2 = [1] + a if len(a) == 1 else a  # vector operands become 1-row / 1-column matrices
+    b2 = b + [1] if len(b) == 1 else b
+    nb = math.prod(torch.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))
+    return int(registry[torch.ops.aten.bmm]([nb] + a2[-2:], [nb] + b2[-2:], out_val=None))
+
+
+def _node_flops(node: Node, registry: dict[Any, Any]) -> int | None:
+    """FLOPs of one node per torch's flop_registry, or None when the op is not counted."""
+    import torch
+
+    aten = torch.ops.aten
+    target = node.target
+    # Edge ops wrap the aten overload in `_op`; check the type first, since an ATen OpOverload also has an `_op`
+    # attribute (the builtin), and unwrapping it would make every count 0.
+    if not isinstance(target, torch._ops.OpOverload):
+        target = getattr(target, "_op", target)
+    packet = getattr(target, "overloadpacket", None)
+    if packet is None:
+        return None
+    vals = [_val(a) for a in node.args]
+    name = packet.__name__
+    if name in _MATMUL_PACKETS + _CONV_PACKETS:
+        shapes = torch.utils._pytree.tree_map(
+            lambda v: _shape(v) if isinstance(v, torch.Tensor) else v, (vals, dict(node.kwargs)))
+        return int(registry[packet](*shapes[0], **shapes[1], out_val=_shape(_val(node))))
+    if name in _COMPOSITE_CONVS:  # registry formula: (x, w, bias, stride, padding, dilation, transposed, ...)
+        return int(registry[aten.convolution](_shape(vals[0]), _shape(vals[1]), None, None, None, None,
+                                              name.startswith("conv_transpose"), out_val=_shape(_val(node))))
+    if name == "linear":  # x @ w.T with any leading batch dims
+        x, w = _shape(vals[0]), _shape(vals[1])
+        return int(registry[aten.mm]([math.prod(x[:-1]), x[-1]], [w[-1], w[0]], out_val=None))
+    if name in ("matmul", "mv", "dot", "vdot"):
+        return _matmul_flops(_shape(vals[0]), _shape(vals[1]), registry)
+    return None
+
+
+def count_macs(ep: ExportedProgram) -> tuple[int, dict[str, int]]:
+    """Static multiply-accumulates of conv and matmul-family nodes: (total, {node name: MACs}).
+
+    Convention: MACs = FLOPs / 2 with FLOPs from `torch.utils.flop_counter.flop_registry` applied to the shapes in
+    `node.meta['val']`: conv = N * C_out * (C_in/groups) * prod(kernel) * prod(out spatial) (transposed: input
+    spatial), matmul = M * N * K (per batch). Bias adds, activations, pooling, norms and element-wise ops count 0.
+    Composite ops the registry lacks (conv2d, linear, matmul, as kept by torch.export) are mapped to the registry's
+    convolution/mm/bmm formulas; dot and mv are counted as matmuls (FlopCounterMode on eager skips them). Quantized
+    graphs: the conv/linear nodes see dequantized float tensors, so their MACs are counted the same way. Dynamic dims
+    are taken at the example input's size. `per_node` holds the counted nodes only.
+    """
+    from torch.utils.flop_counter import flop_registry
+
+    per_node: dict[str, int] = {}
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or "val" not in node.meta:
+            continue
+        flops = _node_flops(node, flop_registry)
+        if flops is not None:
+            per_node[node.name] = flops // 2
+    return sum(per_node.values()), per_node
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Parameters and weight bytes
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _is_dequant(target: Any) -> bool:
+    schema = getattr(target, "_schema", None)
+    return getattr(target, "namespace", "") in ("quantized_decomposed", "torchao") and schema is not None and \
+        "dequantize" in schema.name
+
+
+def _used_constants(ep: ExportedProgram) -> list[tuple[Node, str, Any]]:
+    """(placeholder, kind, tensor) for every parameter/buffer/constant the graph reads.
+
+    Why "reads": a PT2E program re-exported after convert_pt2e keeps its fp32 weights as unused parameters.
+    """
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    out = []
+    for node in ep.graph.nodes:
+        spec = specs.get(node.name)
+        if node.op != "placeholder" or spec is None or not node.users:
+            continue
+        kind = spec.kind.name
+        if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            t = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+            if t is not None:
+                out.append((node, kind, t))
+    return out
+
+
+def count_params(ep: ExportedProgram) -> int:
+    """Number of model weight elements the graph uses.
+
+    Counted: every used PARAMETER (a tensor-subclass weight such as torchao's IntxUnpackedToInt8Tensor counts its
+    logical elements), plus used buffers/constants that are the data input of a dequantize op (PT2E stores int8
+    weights as buffers `_frozen_param*`). Not counted: unused state, BN running statistics, quantization
+    scales/zero-points, other buffers. On a float program this equals `sum(p.numel() for p in model.parameters())`
+    (minus parameters the graph does not read).
+    """
+    total = 0
+    for node, kind, t in _used_constants(ep):
+        if kind == "PARAMETER" or any(_is_dequant(u.target) and u.args[0] is node for u in node.users):
+            total += int(t.numel())
+    return total
+
+
+def _storage_bytes(t: torch.Tensor) -> int:
+    """Bytes actually stored: a wrapper subclass is measured by its inner tensors (`.nbytes` of torchao's
+    IntxUnpackedToInt8Tensor reports the fp32 outer size)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if is_traceable_wrapper_subclass(t):
+        names, _ = t.__tensor_flatten__()
+        return sum(_storage_bytes(getattr(t, n)) for n in names)
+    return int(t.numel() * t.element_size())
+
+
+def weight_bytes(ep: ExportedProgram) -> int:
+    """Bytes of all constant tensors the graph reads (weights, biases, quant scales/zero-points, BN statistics), as
+    stored: int8 weights 1 byte/element (torchao int4 is stored unpacked in int8, so also 1 byte), float32 4.
+    Unused state is excluded (`remove_dead_code` drops it)."""
+    seen: set[int] = set()
+    total = 0
+    for _, _, t in _used_constants(ep):
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += _storage_bytes(t)
+    return total

@@ -1,0 +1,70 @@
+"""What a pipeline step gets to work with, and what it gives back."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.config import ExperimentConfig
+from np_optimizer.devices import Device
+from np_optimizer.pipeline.data import InputSet
+from np_optimizer.workspace import Experiment, Project
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+    from np_optimizer.models.source import LoadedModel
+
+__all__ = ["CheckpointRef", "RunContext", "StepContext", "StepOutcome"]
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A checkpoint on disk: INPUT_MODEL, GRAPH_OPTIMIZE, ... made by job `job`."""
+
+    name: str
+    job: str
+    path: Path
+    sha256: str
+
+
+@dataclass
+class RunContext:
+    experiment: Experiment
+    project: Project
+    device: Device
+    config: ExperimentConfig
+    log_file: Path
+    calibration_dir: Path | None
+    example_inputs: tuple[Any, ...] = ()
+    evaluation: InputSet | None = None
+    reference_outputs: list[Any] = field(default_factory=list)
+    loaded_model: LoadedModel | None = None
+
+    def calibration(self, num_samples: int) -> InputSet:
+        from np_optimizer.pipeline.data import calibration_inputs
+
+        return calibration_inputs(self.calibration_dir, self.example_inputs, num_samples,
+                                  int(self.config.detail.globals["seed"]))
+
+
+@dataclass
+class StepContext:
+    run: RunContext
+    options: dict[str, Any]
+    input: CheckpointRef
+    program: ExportedProgram
+    artifacts_dir: Path
+    log: logging.Logger
+    progress: Callable[[str], None] = lambda _text: None
+
+
+@dataclass
+class StepOutcome:
+    program: ExportedProgram
+    changes: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,30 @@
+"""Graph extraction: the project's model exported with torch.export becomes the INPUT_MODEL checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.models.source import ModelSpec, load_model
+from np_optimizer.pipeline.context import RunContext, StepOutcome
+
+__all__ = ["extract_input_model", "input_model_hash_payload"]
+
+
+def input_model_hash_payload(run: RunContext) -> dict[str, Any]:
+    spec = run.project.info["model"]
+    return {"model": spec, "seed": run.config.detail.globals["seed"], "device": run.device.name}
+
+
+def extract_input_model(run: RunContext, artifacts: Path) -> StepOutcome:
+    from np_optimizer.graph.program_io import export_model, save_inputs
+
+    spec = ModelSpec.from_dict(run.project.info["model"])
+    loaded = load_model(spec, run.project.root)
+    run.loaded_model = loaded
+    program = loaded.exported if loaded.exported is not None else export_model(loaded.module, loaded.example_inputs)
+    run.example_inputs = loaded.example_inputs
+    save_inputs([loaded.example_inputs], artifacts / "example_inputs.pt")
+    shapes = [f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in loaded.example_inputs]
+    parameters = {"model": spec.to_dict(), "example_inputs": shapes}
+    return StepOutcome(program=program, changes={"exported_with": "torch.export.export"}, parameters=parameters)

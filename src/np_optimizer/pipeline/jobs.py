@@ -1,0 +1,199 @@
+"""Run one pipeline job: produce a checkpoint, save and verify it, compile it for the device, measure its fidelity,
+and record all of it in job.json and report.json. Finished jobs are reused under --retry when nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir
+from np_optimizer.errors import NpError, ToolError
+from np_optimizer.models.source import sha256_file
+from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
+from np_optimizer.records import JobRecord
+from np_optimizer.results import ExperimentStore
+from np_optimizer.versions import np_version, tool_version
+from np_optimizer.workspace import utc_now
+
+__all__ = ["config_hash", "JobRunner", "pipeline_entry"]
+
+CHECKPOINT_FILE = "model.pt2"
+
+
+def config_hash(payload: dict[str, Any]) -> str:
+    """What a job's output depends on besides its input checkpoint; equal hashes mean --retry may reuse it."""
+    full = {**payload, "np": np_version(), "torch": tool_version("torch"), "torchao": tool_version("torchao"),
+            "executorch": tool_version("executorch")}
+    return hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, NpError):
+        return {"code": exc.code, "message": exc.message, "hint": exc.hint}
+    return {"code": "NP-TOOL-500", "message": f"{type(exc).__name__}: {exc}".splitlines()[0], "hint": None}
+
+
+class JobRunner:
+    def __init__(self, run: RunContext, store: ExperimentStore, *, retry: bool, log: logging.Logger,
+                 progress: Callable[[str], None]) -> None:
+        self.run = run
+        self.store = store
+        self.retry = retry
+        self.log = log
+        self.progress = progress
+
+    def reusable(self, name: str, checkpoint: str, hash_: str) -> CheckpointRef | None:
+        """The finished output of job `name` if --retry is on and its inputs and config are unchanged."""
+        if not self.retry:
+            return None
+        record = self.store.read_job(name)
+        if record is None or record.status not in ("success", "reused") or record.config_hash != hash_:
+            return None
+        output = record.output or {}
+        path = self.store.job_dir(name) / "artifacts" / CHECKPOINT_FILE
+        if not path.is_file() or sha256_file(path) != output.get("sha256"):
+            return None
+        return CheckpointRef(checkpoint, name, path, output["sha256"])
+
+    def run_job(self, *, name: str, step_type: str, index: int, checkpoint: str, input_ref: CheckpointRef | None,
+                parameters: dict[str, Any], hash_: str, produce: Callable[[Path], StepOutcome]) -> CheckpointRef:
+        reused = self.reusable(name, checkpoint, hash_)
+        if reused is not None:
+            self.log.info(f"Reusing {name}: its input and configuration are unchanged (--retry)")
+            record = self.store.read_job(name)
+            if record is not None:
+                self.store.write_job(replace(record, status="reused"))
+            return reused
+        job_dir = self.store.job_dir(name)
+        artifacts = job_dir / "artifacts"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        started = utc_now()
+        t0 = time.perf_counter()
+        record = JobRecord(
+            name=name, step_type=step_type, step_index=index, checkpoint=checkpoint, status="in_progress",
+            created_at=started, started_at=started, parameters=parameters, config_hash=hash_, pid=os.getpid(),
+            input=None if input_ref is None else {"checkpoint": input_ref.name, "job": input_ref.job,
+                                                   "file": os.path.relpath(input_ref.path, job_dir),
+                                                   "sha256": input_ref.sha256},
+        )
+        self.store.write_job(record)
+        self._set_pipeline_entry(record)
+        try:
+            outcome = produce(artifacts)
+            ref, output = self._save(outcome, artifacts, name, checkpoint)
+            compiled = self._compile(ref, job_dir)
+            fidelity = self._fidelity(outcome, compiled, job_dir)
+        except BaseException as exc:
+            failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
+                             ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
+                             errors=(_error(exc),))
+            self.store.write_job(failed)
+            self._set_pipeline_entry(failed)
+            raise
+        warnings = list(outcome.warnings)
+        if compiled.status != "ok":
+            warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
+        done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
+                       output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
+                       compile=compiled.to_dict(), fidelity=fidelity, warnings=tuple(warnings))
+        self.store.write_job(done)
+        self._set_pipeline_entry(done)
+        return ref
+
+    def _save(self, outcome: StepOutcome, artifacts: Path, name: str, checkpoint: str) -> tuple[CheckpointRef, dict[str, Any]]:
+        from np_optimizer.graph.program_io import load_program, save_program
+        from np_optimizer.graph.stats import count_macs, count_params, node_count, weight_bytes
+
+        self.progress(f"{name}: saving {checkpoint}")
+        path = save_program(outcome.program, artifacts / CHECKPOINT_FILE)
+        load_program(path)  # a checkpoint that cannot be read back is not a checkpoint
+        sha = sha256_file(path)
+        output = {"checkpoint": checkpoint, "file": f"artifacts/{CHECKPOINT_FILE}", "sha256": sha,
+                  "size_bytes": path.stat().st_size, "params": count_params(outcome.program),
+                  "macs": count_macs(outcome.program)[0],
+                  "weight_bytes": weight_bytes(outcome.program), "nodes": node_count(outcome.program)}
+        return CheckpointRef(checkpoint, name, path, sha), output
+
+    def _compile(self, ref: CheckpointRef, job_dir: Path) -> CompileResult:
+        from np_optimizer.logs import get_logger
+
+        log = get_logger("Compiler")
+        device = self.run.device
+        self.progress(f"{ref.job}: compiling for {device.name}")
+        compiled = compile_checkpoint(ref.path, device, compile_dir(job_dir, device), program_sha256=ref.sha256)
+        if compiled.status == "ok":
+            log.info(f"Compiled {ref.name.lower()} for {device.name}: {compiled.pte_bytes:,} B .pte, "
+                          f"{compiled.delegated_ops}/{compiled.total_ops} ops delegated "
+                          f"({compiled.num_delegates} delegate(s)) in {compiled.seconds:.1f} s")
+        elif compiled.status == "unsupported":
+            log.warning(f"Lowering unsupported for {ref.name.lower()} on {device.name}: {compiled.reason}")
+        else:
+            log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
+        return compiled
+
+    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult, job_dir: Path) -> dict[str, Any]:
+        """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program, and the .pte on this
+        machine when the device's backend runs here (XNNPACK)."""
+        import torch
+
+        from np_optimizer.fidelity import compare_outputs
+
+        evaluation = self.run.evaluation
+        if evaluation is None or not self.run.reference_outputs:
+            return {}
+        with torch.no_grad():
+            outputs = [outcome.program.module()(*x) for x in evaluation.samples]
+        result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
+                                  "program": compare_outputs(self.run.reference_outputs, outputs),
+                                  "evaluated_on": "exported program (PyTorch reference kernels)"}
+        if compiled.status == "ok" and self.run.device.backend == "xnnpack" and compiled.pte_file:
+            from np_optimizer.runtime_host import run_pte
+
+            try:
+                pte_out = [run_pte(compile_dir(job_dir, self.run.device) / compiled.pte_file, x)
+                           for x in evaluation.samples]
+                result["pte"] = compare_outputs(self.run.reference_outputs, [tuple(o) for o in pte_out])
+                result["pte"]["evaluated_on"] = f"the .pte on this machine's ExecuTorch {tool_version('executorch')} runtime"
+            except ToolError as exc:
+                result["pte_error"] = exc.message
+        return result
+
+    def _set_pipeline_entry(self, record: JobRecord) -> None:
+        entry = pipeline_entry(record)
+
+        def change(report: dict[str, Any]) -> None:
+            pipeline = report.setdefault("pipeline", {"input_model": None, "steps": []})
+            if record.step_type == "input_model":
+                pipeline["input_model"] = entry
+            else:
+                steps = [s for s in pipeline.get("steps", []) if s.get("job") != record.name]
+                steps.append(entry)
+                pipeline["steps"] = sorted(steps, key=lambda s: s.get("step_index", 0))
+
+        self.store.update_report(change)
+
+
+def pipeline_entry(record: JobRecord) -> dict[str, Any]:
+    """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart)."""
+    compiled = record.compile or {}
+    fidelity = record.fidelity or {}
+    return {
+        "job": record.name, "step_type": record.step_type, "step_index": record.step_index,
+        "checkpoint": record.checkpoint, "status": record.status, "started_at": record.started_at,
+        "ended_at": record.ended_at, "duration_s": record.duration_s, "output": record.output,
+        "lowering": {k: compiled.get(k) for k in ("device", "status", "reason", "pte_bytes", "num_delegates",
+                                                  "delegated_ops", "non_delegated_ops", "planned_arena_bytes")}
+        if compiled else None,
+        "lowering_failed": compiled.get("status") == "failed",
+        "lowering_unsupported": compiled.get("status") == "unsupported",
+        "fidelity": fidelity, "warnings": list(record.warnings), "errors": list(record.errors),
+    }
+
+

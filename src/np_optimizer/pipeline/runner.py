@@ -1,0 +1,165 @@
+"""np run: validate, extract the input model, run each step, then profile the listed checkpoints.
+
+Phases and their log lines follow the spec's format. A step that fails stops the pipeline (later steps have no
+input) but the checkpoints already made are still profiled; the run then ends as failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.config import ExperimentConfig, load_experiment_config
+from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
+from np_optimizer.devices import get_device
+from np_optimizer.errors import NpError
+from np_optimizer.logs import get_logger, phase_banner
+from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
+from np_optimizer.pipeline.jobs import JobRunner, config_hash
+from np_optimizer.plan import INPUT_JOB, job_name
+from np_optimizer.records import ProfileResult
+from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace import Experiment, utc_now
+
+__all__ = ["RunSummary", "run_experiment"]
+
+_STEP_MODULES = {"advanced_quantize": "AdvancedQuantizer", "graph_optimize": "GraphOptimizer",
+                 "graph_quantize": "GraphQuantizer"}
+
+
+@dataclass
+class RunSummary:
+    experiment: str
+    status: str  # "success" | "failed"
+    duration_s: float
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    profile: list[ProfileResult] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
+    project = experiment.project
+    calibration = project.info.get("calibration_dataset")
+    return RunContext(experiment=experiment, project=project, device=get_device(project.device_name), config=config,
+                      log_file=experiment.log_file, calibration_dir=project.root / calibration if calibration else None)
+
+
+def _load_reference(run: RunContext, ref: CheckpointRef) -> None:
+    """Example inputs, evaluation inputs and INPUT_MODEL's outputs on them: what every fidelity is measured against."""
+    import torch
+
+    from np_optimizer.graph.program_io import load_inputs, load_program
+    from np_optimizer.pipeline.data import evaluation_inputs
+
+    if not run.example_inputs:
+        run.example_inputs = load_inputs(ref.path.parent / "example_inputs.pt")[0]
+    globals_ = run.config.detail.globals
+    num_calibration = int(run.config.detail.steps.get("graph_quantize", {}).get("calibration", {}).get("num_samples", 0))
+    run.evaluation = evaluation_inputs(run.calibration_dir, run.example_inputs,
+                                       int(globals_["evaluation"]["num_samples"]), int(globals_["seed"]),
+                                       skip=num_calibration)
+    program = load_program(ref.path)
+    with torch.no_grad():
+        run.reference_outputs = [program.module()(*x) for x in run.evaluation.samples]
+
+
+def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
+                   progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
+    """Run everything run.yaml asks for; the caller sets up logging (see np_optimizer.logs.run_logging)."""
+    started = time.perf_counter()
+    project = experiment.project
+    device = get_device(project.device_name)
+    config = load_experiment_config(experiment.run_file, device)  # raises ValidationFailed: nothing runs
+    from np_optimizer.api.experiments import remote_configured
+    from np_optimizer.plan import build_plan
+
+    plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(experiment, device.name))
+    store = ExperimentStore(experiment)
+    run = _prepare(experiment, config)
+    log = get_logger("Pipeline")
+    store.update_meta(status="running", pid=os.getpid(), started_at=utc_now(), device=device.name)
+    store.update_report(lambda r: r.update({"experiment": {
+        "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
+        "backend": device.backend, "status": "running", "started_at": utc_now()}}))
+    jobs = JobRunner(run, store, retry=retry, log=log, progress=progress)
+    summary = RunSummary(experiment=experiment.name, status="running", duration_s=0.0)
+    produced: dict[str, CheckpointRef] = {}
+    error: NpError | None = None
+    phase = 1
+    try:
+        extractor = get_logger("GraphExtractor")
+        phase_banner(extractor, phase, "Graph extraction")
+        extractor.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
+        from np_optimizer.pipeline.extract import extract_input_model, input_model_hash_payload
+
+        ref = jobs.run_job(name=INPUT_JOB, step_type="input_model", index=0, checkpoint=INPUT_MODEL, input_ref=None,
+                           parameters={}, hash_=config_hash(input_model_hash_payload(run)),
+                           produce=lambda artifacts: extract_input_model(run, artifacts))
+        produced[INPUT_MODEL] = ref
+        extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
+        _load_reference(run, ref)
+        for index, step in enumerate(config.run.steps, 1):
+            phase += 1
+            module = _STEP_MODULES[step.kind]
+            step_log = get_logger(module)
+            phase_banner(step_log, phase, step.kind)
+            ref = _run_step(run, jobs, step, index, ref, step_log, progress)
+            produced[checkpoint_of_step(step.kind)] = ref
+    except NpError as exc:
+        error = exc
+        log.error(f"{exc.message}" + (f" Hint: {exc.hint}" if exc.hint else ""))
+    if config.run.profile is not None and plan.profile is not None:
+        phase += 1
+        from np_optimizer.profiler.session import profile_run
+
+        summary.profile = profile_run(run, store, plan, produced, phase=phase, progress=progress)
+    else:
+        get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
+        store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
+    failed_profiles = [p for p in summary.profile if p.status != "SUCCESS"]
+    status = "failed" if error is not None or failed_profiles else "success"
+    summary.status = status
+    summary.duration_s = round(time.perf_counter() - started, 2)
+    summary.jobs = [{"name": j.name, "status": j.status, "duration_s": j.duration_s} for j in store.jobs()]
+    if error is not None:
+        summary.error = {"code": error.code, "message": error.message, "hint": error.hint}
+    store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
+    store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
+    return summary
+
+
+def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref: CheckpointRef,
+              log: logging.Logger, progress: Callable[[str], None]) -> CheckpointRef:
+    from dataclasses import asdict
+
+    from np_optimizer.graph.program_io import load_program
+    from np_optimizer.pipeline.steps import step_function
+
+    name = job_name(index, step.kind)
+    checkpoint = checkpoint_of_step(step.kind)
+    options = run.config.detail.step_options(step.kind)
+    parameters = {k: v for k, v in asdict(step).items() if k != "kind"}
+    payload = {"step": step.kind, "parameters": parameters, "options": options, "input": input_ref.sha256,
+               "globals": run.config.detail.globals, "device": [run.device.name, run.device.backend],
+               "calibration": run.project.info.get("calibration_dataset")}
+
+    def produce(artifacts: Path) -> Any:
+        program = load_program(input_ref.path)
+        ctx = StepContext(run=run, options=options, input=input_ref, program=program, artifacts_dir=artifacts,
+                          log=log, progress=lambda text: progress(f"{name}: {text}"))
+        return step_function(step)(ctx, step)
+
+    ref = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
+                       parameters=parameters, hash_=config_hash(payload), produce=produce)
+    record = jobs.store.read_job(name)
+    if record is not None and record.fidelity.get("program"):
+        fid = record.fidelity["program"]
+        snr = "identical" if fid.get("snr_identical") else f"{fid.get('snr_db')} dB"
+        log.info(f"{checkpoint}: SNR vs INPUT_MODEL {snr}, max abs error {fid.get('max_abs_error'):.3g}")
+    return ref

@@ -1,0 +1,99 @@
+"""graph_quantize: PT2E quantization with the backend's quantizer, and GREEDY automatic mixed precision."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.config import GraphQuantizeConfig
+from np_optimizer.pipeline.context import StepContext, StepOutcome
+from np_optimizer.pipeline.steps import register_step
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+__all__ = ["graph_quantize"]
+
+
+def _snr(program: ExportedProgram, inputs: list[Any], reference: list[Any]) -> float:
+    import torch
+
+    from np_optimizer.fidelity import snr_db
+
+    with torch.no_grad():
+        outputs = [program.module()(*x) for x in inputs]
+    return snr_db(reference, outputs)
+
+
+@register_step(GraphQuantizeConfig)
+def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
+    from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
+
+    device = ctx.run.device
+    calibration = ctx.run.calibration(int(ctx.options["calibration"]["num_samples"]))
+    for warning in calibration.warnings:
+        ctx.log.warning(warning)
+
+    def quantize(keep_float: frozenset[str] = frozenset()) -> ExportedProgram:
+        return quantize_program(ctx.program, backend=device.backend, scheme=config.scheme, target=device.mlia_target,
+                                calibration=calibration.samples, keep_float=keep_float)
+
+    ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
+    program = quantize()
+    changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
+                               "calibration": {"samples": len(calibration.samples), "source": calibration.source}}
+    if config.automatic_mixed_precision == "GREEDY":
+        program, changes["amp"] = _greedy(ctx, quantize, program)
+    layers = quantized_layers(program)
+    changes["layers"] = layers
+    changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
+    changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
+    return StepOutcome(program=program, changes=changes, warnings=list(calibration.warnings))
+
+
+def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram) -> tuple[ExportedProgram, dict[str, Any]]:
+    """Keep in float, one at a time, the layers whose quantization costs the most output SNR, until the target SNR.
+
+    Sensitivity of a layer = SNR of the model with only that layer left in float; layers are added in order of
+    that SNR (highest first) until the step's output SNR against its float input reaches `target_snr`, or
+    `max_float_layers` are float.
+    """
+    import torch
+
+    from np_optimizer.quantize.pt2e import weighted_layers
+
+    amp = ctx.options["amp"]
+    target, limit = float(amp["target_snr"]), int(amp["max_float_layers"])
+    evaluation = ctx.run.evaluation.samples if ctx.run.evaluation else [ctx.run.example_inputs]
+
+    with torch.no_grad():
+        reference = [ctx.program.module()(*x) for x in evaluation]
+    snr_all = _snr(full, evaluation, reference)
+    record: dict[str, Any] = {"mode": "GREEDY", "target_snr_db": target, "max_float_layers": limit,
+                              "snr_all_quantized_db": round(snr_all, 3), "float_layers": [], "trail": []}
+    if snr_all >= target:
+        record["result"] = f"target met with every layer quantized ({snr_all:.2f} dB)"
+        record["achieved_snr_db"] = round(snr_all, 3)
+        return full, record
+    modules = list(dict.fromkeys(module for _node, module in weighted_layers(ctx.program)))
+    sensitivity = []
+    for index, module in enumerate(modules, 1):
+        ctx.progress(f"GREEDY sensitivity {index}/{len(modules)}: {module}")
+        sensitivity.append((_snr(quantize(frozenset({module})), evaluation, reference), module))
+    sensitivity.sort(reverse=True)
+    record["sensitivity"] = [{"module": m, "snr_db_if_float": round(s, 3)} for s, m in sensitivity]
+    chosen: list[str] = []
+    program, snr = full, snr_all
+    for _gain, module in sensitivity[:limit]:
+        chosen.append(module)
+        ctx.progress(f"GREEDY: {len(chosen)} float layer(s)")
+        program = quantize(frozenset(chosen))
+        snr = _snr(program, evaluation, reference)
+        record["trail"].append({"float_layers": list(chosen), "snr_db": round(snr, 3)})
+        ctx.log.info(f"  GREEDY: kept {module} in float -> SNR {snr:.2f} dB (target {target:g} dB)")
+        if snr >= target:
+            break
+    record["float_layers"] = chosen
+    record["achieved_snr_db"] = round(snr, 3)
+    record["result"] = ("target met" if snr >= target
+                        else f"target not met after {len(chosen)} float layer(s) (max_float_layers={limit})")
+    return program, record

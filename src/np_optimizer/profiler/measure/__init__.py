@@ -1,0 +1,135 @@
+"""The measuring core of the on-device method: run a compiled .pte with the ExecuTorch runtime and read its figures.
+
+    measure_pte.py   the standalone measuring script (stdlib at import; torch + executorch runtime on the device).
+                     Copied to remote devices as it is, so it imports nothing from np_optimizer.
+    local.py         run it in a fresh subprocess with this venv's Python            (transport "local subprocess")
+    ssh.py           run it on a remote device over one SSH connection            (transport "ssh user@host:port")
+    stats.py         summary statistics of the latency samples, outliers, warnings
+    queue.py         one measurement per device at a time, for all np processes of the user, with a visible queue
+
+This module stays light (stdlib only): `np devices ls` and friends import the profiler package without torch.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Measurement", "MeasureFailure", "MeasureOptions", "script_path", "script_args", "failure_from_doc",
+           "parse_document"]
+
+# Exit codes and error kinds of measure_pte.py (its EXIT table) that mean "the runtime cannot load this .pte".
+_LOAD_KINDS = ("invalid_pte", "backend_not_registered", "method_not_found", "load_failed")
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """What one measurement is asked to do (the profile options of run.detail.yaml, plus threads)."""
+
+    num_executions: int = 30
+    timeout_s: float = 60.0
+    warmup: int = 3
+    threads: int | None = None
+    kill_grace_s: float = 10.0  # a call that hangs past timeout + grace is killed; the samples so far are kept
+    load_timeout_s: float = 300.0  # imports + load of the program, not counted in the timeout
+
+
+@dataclass
+class Measurement:
+    """measure_pte.py's JSON document and how it was obtained."""
+
+    doc: dict[str, Any]
+    transport: str  # "local subprocess" | "ssh user@host:port"
+    wall_s: float  # the whole subprocess or SSH call, imports and upload included
+    python: str
+    stderr_tail: list[str] = field(default_factory=list)
+
+
+class MeasureFailure(Exception):
+    """A measurement that gave no result: one line each of message and hint, a stable code, and the document when
+    the script produced one (it is kept in the job folder)."""
+
+    def __init__(self, code: str, message: str, hint: str, *, kind: str, doc: dict[str, Any] | None = None,
+                 stderr_tail: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.kind = kind
+        self.doc = doc
+        self.stderr_tail = stderr_tail or []
+
+    def as_error(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "hint": self.hint, "kind": self.kind}
+
+
+def script_path() -> Path:
+    """measure_pte.py as shipped in the package (package data; a real file in a wheel or an editable install)."""
+    return Path(str(importlib.resources.files(__name__).joinpath("measure_pte.py")))
+
+
+def script_args(options: MeasureOptions) -> list[str]:
+    """Command-line options of measure_pte.py for `options` (the .pte path comes first, added by the caller)."""
+    args = ["--warmup", str(options.warmup), "--runs", str(options.num_executions), "--timeout", f"{options.timeout_s:g}",
+            "--kill-grace", f"{options.kill_grace_s:g}", "--load-timeout", f"{options.load_timeout_s:g}"]
+    if options.threads:
+        args += ["--threads", str(options.threads)]
+    return args
+
+
+def parse_document(stdout: str) -> dict[str, Any] | None:
+    """The one JSON document measure_pte.py prints (the last line that parses as a JSON object)."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                return doc
+    return None
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def failure_from_doc(doc: dict[str, Any], *, where: str, python: str, pte_name: str,
+                     stderr_tail: list[str] | None = None) -> MeasureFailure:
+    """The np error for a document with ok=false, by the script's error kind."""
+    error = doc.get("error") or {}
+    kind = str(error.get("kind") or "internal")
+    detail = _first_line(error.get("message") or "no message")
+
+    def failure(code: str, message: str, hint: str) -> MeasureFailure:
+        return MeasureFailure(code, message, hint, kind=kind, doc=doc, stderr_tail=stderr_tail)
+
+    if kind == "runtime_missing":
+        return failure("NP-DEV-424", f"The Python on {where} ({python}) has no ExecuTorch runtime: {detail}",
+                       "Install torch and executorch (1.4.1) into that Python, or set `python:` for the device in "
+                       "devices.yaml to one that has them.")
+    if kind == "backend_not_registered":
+        return failure("NP-RUN-500", f"The ExecuTorch runtime on {where} cannot load {pte_name}: {detail}",
+                       "This program needs a backend that only its target's firmware runs (e.g. an Ethos-U NPU); "
+                       "profile it with --method mlia.")
+    if kind in _LOAD_KINDS:
+        return failure("NP-RUN-500", f"The ExecuTorch runtime on {where} cannot load {pte_name}: {detail}",
+                       "The .pte is damaged or was made by another ExecuTorch version; delete the job's compiled_* "
+                       "folder so np compiles it again (runtime log lines are in measurement.json).")
+    if kind == "input_error":
+        return failure("NP-RUN-422", f"Inputs for {pte_name} could not be built on {where}: {detail}",
+                       "The program's inputs are not plain tensors of a fixed shape; see measurement.json.")
+    if kind == "file_not_found":
+        return failure("NP-RUN-404", f"{pte_name} was not found on {where}: {detail}",
+                       "Compile the checkpoint again (np profile compiles when the .pte is missing).")
+    if kind == "hung":
+        return failure("NP-RUN-504", f"The measurement on {where} did not return: {detail}",
+                       "An execute call hung before any run finished; check the device's load and the runtime log in "
+                       "measurement.json.")
+    return failure("NP-RUN-501", f"The measurement on {where} failed ({kind}): {detail}",
+                   "See the runtime log lines in measurement.json and the run's log file.")

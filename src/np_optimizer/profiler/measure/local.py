@@ -1,0 +1,66 @@
+"""Measure a .pte on this machine: measure_pte.py in a fresh subprocess, run by this venv's Python.
+
+A fresh process per measurement, because the memory figures are high-water marks of the measuring process (a
+process that already ran other programs would report their peaks) and because a hung execute call can only be
+stopped from outside (the runtime holds the GIL). The script's own supervisor does that stopping; the subprocess
+timeout here is a last guard against a wedged supervisor.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from np_optimizer.profiler.measure import (
+    Measurement,
+    MeasureFailure,
+    MeasureOptions,
+    failure_from_doc,
+    parse_document,
+    script_args,
+    script_path,
+)
+
+__all__ = ["measure_local", "TRANSPORT"]
+
+TRANSPORT = "local subprocess"
+_GUARD_MARGIN_S = 60.0
+
+
+def _tail(text: str, n: int = 40) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()][-n:]
+
+
+def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = None,
+                  where: str = "this machine (host)") -> Measurement:
+    """Run the measuring script on `pte`; returns its document, or raises MeasureFailure (document attached when
+    there is one). A timeout that expires is not a failure: the document says partial."""
+    python = python or sys.executable
+    cmd = [python, str(script_path()), str(pte), *script_args(options)]
+    guard = options.load_timeout_s + options.timeout_s + options.kill_grace_s + _GUARD_MARGIN_S
+    # The runtime's native log goes to stderr; keep it off the user's console (it is kept in the document).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=guard, env=env)
+    except FileNotFoundError as exc:
+        raise MeasureFailure("NP-DEV-426", f"Python {python} was not found on {where}: {exc}",
+                             "Check the Python used for measuring.", kind="python_not_found") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise MeasureFailure("NP-RUN-504", f"The measuring process on {where} gave no answer within {guard:g} s.",
+                             "The load or a run hung; see the run's log file.", kind="timeout",
+                             stderr_tail=_tail(str(exc.stderr or ""))) from exc
+    wall = time.monotonic() - start
+    tail = _tail(proc.stderr)
+    doc = parse_document(proc.stdout)
+    if doc is None:
+        last = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise MeasureFailure("NP-RUN-501", f"The measuring process on {where} printed no result: {last}",
+                             "See the run's log file; the measuring script may be damaged (reinstall np).",
+                             kind="protocol", stderr_tail=tail)
+    if not doc.get("ok"):
+        raise failure_from_doc(doc, where=where, python=python, pte_name=pte.name, stderr_tail=tail)
+    return Measurement(doc=doc, transport=TRANSPORT, wall_s=wall, python=python, stderr_tail=tail)

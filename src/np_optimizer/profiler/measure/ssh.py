@@ -1,0 +1,214 @@
+"""Measure a .pte on a remote device over SSH, with the system `ssh` client (no paramiko).
+
+One SSH connection per measurement: a tar stream holding measure_pte.py and the .pte goes to the stdin of
+`<remote python> -c BOOTSTRAP`; the bootstrap, run by that same Python, unpacks it into a fresh folder under the
+device's work_dir, runs the script, removes the folder and exits with the script's code. So the device needs only
+sh and a Python with torch and the ExecuTorch runtime: no scp, sftp server, tar or mktemp.
+
+ssh runs with BatchMode=yes (never prompts), ConnectTimeout, StrictHostKeyChecking=accept-new, ServerAlive probes
+and LogLevel=ERROR (hides "Permanently added ..." but keeps "Permission denied"). $NP_SSH_KNOWN_HOSTS and
+$NP_SSH_CONFIG, when set, choose the known_hosts file and the ssh config file (tests and CI use them so they never
+touch ~/.ssh).
+
+Failures become MeasureFailure with one code each: NP-DEV-503 unreachable, NP-DEV-401 authentication, NP-DEV-495
+host key, NP-DEV-426 remote Python not found, NP-DEV-424 remote Python without the runtime, NP-DEV-504 no answer in
+time, NP-DEV-502 other ssh or protocol failures, and the script's own errors (NP-RUN-*).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from np_optimizer.profiler.measure import (
+    Measurement,
+    MeasureFailure,
+    MeasureOptions,
+    failure_from_doc,
+    parse_document,
+    script_args,
+    script_path,
+)
+
+if TYPE_CHECKING:
+    from np_optimizer.device_settings import RemoteDevice
+
+__all__ = ["SshTarget", "target_for", "measure_remote", "classify_ssh_failure", "BOOTSTRAP"]
+
+# Runs on the device under the remote Python (any Python 3). argv: work_dir, then the script's arguments with
+# @DIR@ standing for the unpacked folder.
+BOOTSTRAP = r"""
+import os, shutil, subprocess, sys, tarfile, tempfile
+base = os.path.expanduser(sys.argv[1])
+try:
+    os.makedirs(base, exist_ok=True)
+    d = tempfile.mkdtemp(prefix="np-measure-", dir=base)
+except OSError as e:
+    sys.stderr.write("np bootstrap: cannot use work_dir %s (%s); using the temp dir\n" % (base, e))
+    d = tempfile.mkdtemp(prefix="np-measure-")
+rc = 90
+try:
+    t = tarfile.open(fileobj=sys.stdin.buffer, mode="r|")
+    try:
+        t.extractall(d, filter="data")
+    except TypeError:
+        t.extractall(d)
+    args = [a.replace("@DIR@", d) for a in sys.argv[2:]]
+    sys.stdout.flush()
+    rc = subprocess.call([sys.executable, os.path.join(d, "measure_pte.py")] + args, stdin=subprocess.DEVNULL)
+except Exception as e:
+    sys.stderr.write("np bootstrap failed: %s: %s\n" % (type(e).__name__, e))
+finally:
+    shutil.rmtree(d, ignore_errors=True)
+sys.exit(rc)
+"""
+_BOOTSTRAP_FAILED = 90
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    host: str
+    user: str | None = None
+    port: int = 22
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    ssh_config: str | None = None  # "/dev/null" ignores ~/.ssh/config
+    connect_timeout: int = 10
+    strict_host_key_checking: str = "accept-new"
+
+    @property
+    def destination(self) -> str:
+        return f"{self.user}@{self.host}" if self.user else self.host
+
+    @property
+    def transport(self) -> str:
+        return f"ssh {self.destination}:{self.port}"
+
+    def ssh_command(self, remote_command: str) -> list[str]:
+        cmd = ["ssh"]
+        if self.ssh_config:
+            cmd += ["-F", self.ssh_config]
+        cmd += ["-p", str(self.port)]  # ssh uses the first -p it sees: give it once
+        if self.identity_file:
+            cmd += ["-i", os.path.expanduser(self.identity_file), "-o", "IdentitiesOnly=yes"]
+        cmd += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout)}",
+                "-o", f"StrictHostKeyChecking={self.strict_host_key_checking}",
+                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR"]
+        if self.known_hosts:
+            cmd += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
+        return cmd + ["-T", "--", self.destination, remote_command]
+
+
+def target_for(remote: RemoteDevice) -> SshTarget:
+    """The SSH target of a device entry of devices.yaml."""
+    user, _, host = remote.destination.rpartition("@")
+    return SshTarget(host=host, user=user or None, port=remote.port, identity_file=remote.identity_file,
+                     known_hosts=os.environ.get("NP_SSH_KNOWN_HOSTS") or None,
+                     ssh_config=os.environ.get("NP_SSH_CONFIG") or None, connect_timeout=remote.connect_timeout)
+
+
+_UNREACHABLE = (
+    (r"Connection refused", "connection refused"),
+    (r"No route to host", "no route to host"),
+    (r"Network is unreachable", "network unreachable"),
+    (r"Could not resolve hostname|Name or service not known|Temporary failure in name resolution|"
+     r"nodename nor servname provided", "DNS lookup failed"),
+    (r"Connection timed out|Operation timed out|timed out during banner exchange", "connection timed out"),
+    (r"kex_exchange_identification|Connection closed by .* port|Connection reset by peer",
+     "connection closed by the remote side before login"),
+)
+_AUTH = r"Permission denied \(|Too many authentication failures|Authentication failed|no mutual signature"
+_HOSTKEY = r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key for .* has changed"
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def classify_ssh_failure(returncode: int, stderr: str, where: str) -> MeasureFailure | None:
+    """ssh's exit 255 as one typed failure (from ssh's own message); None for any other exit code."""
+    if returncode != 255:
+        return None
+    tail = stderr.strip().splitlines()[-10:]
+    last = _last(stderr)
+    if re.search(_HOSTKEY, stderr):
+        return MeasureFailure("NP-DEV-495", f"The host key of {where} could not be verified: {last}",
+                              "If the device was reinstalled, remove its old entry with `ssh-keygen -R <host>`; "
+                              "otherwise check you reach the right machine.", kind="host_key", stderr_tail=tail)
+    if re.search(_AUTH, stderr):
+        return MeasureFailure("NP-DEV-401", f"Authentication to {where} failed (key refused): {last}",
+                              "Check `identity_file` in devices.yaml and that its public key is in the device's "
+                              "~/.ssh/authorized_keys (np never prompts for a password).", kind="auth_failed",
+                              stderr_tail=tail)
+    for pattern, what in _UNREACHABLE:
+        if re.search(pattern, stderr):
+            return MeasureFailure("NP-DEV-503", f"Device {where} is unreachable: {what} ({last})",
+                                  "Check that the device is on, on the network, and runs an SSH server on that port "
+                                  "(`ssh` and `port` in devices.yaml).", kind="unreachable", stderr_tail=tail)
+    return MeasureFailure("NP-DEV-502", f"ssh to {where} failed: {last or 'exit 255'}",
+                          "Try `ssh` to the device by hand with the same settings.", kind="ssh_error", stderr_tail=tail)
+
+
+def _tar(files: dict[str, Path]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, path in files.items():
+            archive.add(str(path), arcname=name)
+    return buffer.getvalue()
+
+
+def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, python: str = "python3",
+                   work_dir: str = "/tmp/np-measure", device: str | None = None) -> Measurement:
+    """Run measure_pte.py on `target` with `python`; returns the document with a "remote" section added, or raises
+    MeasureFailure. A timeout that expires on the device is not a failure: the document says partial."""
+    where = f"{device} ({target.destination}:{target.port})" if device else f"{target.destination}:{target.port}"
+    payload = _tar({"measure_pte.py": script_path(), "model.pte": Path(pte)})
+    args = ["@DIR@/model.pte", *script_args(options)]
+    remote_cmd = " ".join([shlex.quote(python), "-c", shlex.quote(BOOTSTRAP), shlex.quote(work_dir),
+                           *(shlex.quote(a) for a in args)])
+    # connect, imports and load (not counted in the measurement timeout), the timeout, the kill grace, a margin
+    guard = 2 * target.connect_timeout + options.load_timeout_s + options.timeout_s + options.kill_grace_s + 60
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(target.ssh_command(remote_cmd), input=payload, capture_output=True, timeout=guard)
+    except subprocess.TimeoutExpired as exc:
+        err = (exc.stderr or b"").decode("utf-8", "replace")
+        raise MeasureFailure("NP-DEV-504", f"No answer from {where} within {guard:g} s.",
+                             "The device or the network stalled; try again, or check the device's load.",
+                             kind="timeout", stderr_tail=err.splitlines()[-10:]) from exc
+    except FileNotFoundError as exc:
+        raise MeasureFailure("NP-DEV-502", "The `ssh` client is not installed on this machine.",
+                             "Install it (Debian: apt-get install openssh-client).", kind="ssh_error") from exc
+    wall = time.monotonic() - start
+    out = proc.stdout.decode("utf-8", "replace")
+    err = proc.stderr.decode("utf-8", "replace")
+    tail = [ln for ln in err.splitlines() if ln.strip()][-40:]
+    failure = classify_ssh_failure(proc.returncode, err, where)
+    if failure is not None:
+        raise failure
+    doc = parse_document(out)
+    if doc is None:
+        if proc.returncode in (126, 127):
+            raise MeasureFailure("NP-DEV-426", f"Python {python} was not found on {where}: {_last(err)}",
+                                 "Set `python:` for the device in devices.yaml to the path of a Python with the "
+                                 "ExecuTorch runtime.", kind="python_not_found", stderr_tail=tail)
+        reason = _last(err) or out[-200:] or f"exit code {proc.returncode}"
+        what = "could not unpack the files" if proc.returncode == _BOOTSTRAP_FAILED else "printed no result"
+        raise MeasureFailure("NP-DEV-502", f"The measurement on {where} {what}: {reason}",
+                             "Check the remote Python (3.8 or newer) and free space in its work_dir.",
+                             kind="protocol", stderr_tail=tail)
+    doc["remote"] = {"host": target.host, "user": target.user, "port": target.port, "python": python,
+                     "work_dir": work_dir, "ssh_wall_s": wall, "uploaded_bytes": len(payload),
+                     "exit_code": proc.returncode}
+    if not doc.get("ok"):
+        raise failure_from_doc(doc, where=where, python=python, pte_name=Path(pte).name, stderr_tail=tail)
+    return Measurement(doc=doc, transport=target.transport, wall_s=wall, python=python, stderr_tail=tail)

@@ -1,0 +1,169 @@
+"""Method `mlia`: static estimates.
+
+Ethos-U devices: MLIA's performance estimate (Vela) of the compiled checkpoint's .tosa, one per NPU partition; a
+float checkpoint (which the NPU cannot run) goes through MLIA's own .pt2 path, which int8-quantizes it first, and the
+result says so. CPU (XNNPACK) devices: MLIA has no CPU target, so np counts MACs and parameters from the exported
+graph and says that latency and memory are not given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.metrics import MetricType as M
+from np_optimizer.profiler.methods import register_method
+from np_optimizer.profiler.request import MethodOutput, ProfileRequest
+from np_optimizer.records import MetricValue
+from np_optimizer.versions import np_version, tool_version
+
+__all__ = ["profile_mlia", "static_counts"]
+
+_BOUNDARY_OPS = ("quantize_per_tensor", "dequantize_per_tensor")  # the delegate's input/output (de)quantization
+
+
+def static_counts(program_path: Path) -> tuple[int, int, str]:
+    """(MACs, params, convention) counted on the exported graph of a .pt2."""
+    from np_optimizer.graph.program_io import load_program
+    from np_optimizer.graph.stats import MACS_CONVENTION, count_macs, count_params
+
+    program = load_program(program_path)
+    return count_macs(program)[0], count_params(program), MACS_CONVENTION
+
+
+def _graph_source() -> str:
+    return f"static count of the exported graph (np {np_version()}, torch {tool_version('torch')})"
+
+
+def _cpu_scope(request: ProfileRequest) -> MethodOutput:
+    macs, params, convention = static_counts(request.program_path)
+    source = _graph_source()
+    device = request.device
+    warning = (f"MLIA estimates Arm Ethos-U NPUs only, so on {device.name} ({device.runtime}/{device.backend}) the "
+               f"mlia method gives MACs and parameters, counted from the exported graph. Not given: LATENCY, MEMORY, "
+               f"MODEL_WEIGHT_MEMORY. For measured latency and memory use --method on-device (on `host`, or on a "
+               f"device with an SSH destination in devices.yaml).")
+    return MethodOutput(
+        status="SUCCESS", result_kind="estimated",
+        metrics=[MetricValue(str(M.MACS), macs, "MACs", source=source), MetricValue(str(M.PARAMS), params, "params",
+                                                                                   source=source)],
+        provenance={"tool": "np graph analysis", "tool_version": np_version(), "torch": tool_version("torch"),
+                    "macs_convention": convention, "input": "exported program (.pt2)",
+                    "mlia": f"not applicable: MLIA {tool_version('mlia')} has no CPU target"},
+        warnings=[warning],
+    )
+
+
+def _value(estimate: dict[str, Any], name: str) -> float:
+    return float(estimate["key_metrics"].get(name) or 0.0)
+
+
+def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[str], list[str], str]:
+    """MLIA estimates (one per .tosa, or one of the float .pt2), notices and warnings, and what was estimated."""
+    from np_optimizer.profiler.mlia_adapter import estimate
+
+    target = request.device.mlia_target or ""
+    compiled = request.compiled
+    notices: list[str] = []
+    warnings: list[str] = []
+    if compiled.status == "ok":
+        tosa = sorted((request.compiled_dir / "ethos_u").glob("output_tag*.tosa"))
+        if not tosa:
+            raise FileNotFoundError(f"no .tosa file in {request.compiled_dir / 'ethos_u'}")
+        estimates = [estimate(path, target, request.work_dir / f"mlia_partition{i}") for i, path in enumerate(tosa)]
+        if len(tosa) > 1:
+            warnings.append(f"The checkpoint lowered to {len(tosa)} NPU partitions: MLIA estimated each, and np summed "
+                            "their latency, MACs, weights and memory (memory is then an upper bound).")
+        outside = {k: v for k, v in compiled.non_delegated_histogram.items()
+                   if not any(b in k for b in _BOUNDARY_OPS)}
+        if outside:
+            ops = ", ".join(f"{k.split('.')[-2] if k.count('.') > 1 else k} x{v}" for k, v in sorted(outside.items()))
+            warnings.append(f"{sum(outside.values())} op(s) run on the CPU outside the NPU ({ops}): the figures cover "
+                            "the NPU part only; the CPU part's time and memory are not included.")
+        return estimates, notices, warnings, "compiled .tosa (ExecuTorch Arm backend)"
+    notices.append("This checkpoint is float, which the Ethos-U NPU cannot run as it is: MLIA estimated it through its "
+                   ".pt2 path, which first quantizes it with default int8 post-training quantization (calibrated on "
+                   "the example input only). The figures describe that int8 model, not this float checkpoint.")
+    return [estimate(request.program_path, target, request.work_dir / "mlia")], notices, warnings, \
+        "float .pt2 quantized by MLIA (default int8 PTQ)"
+
+
+def _ethos_u(request: ProfileRequest) -> MethodOutput:
+    estimates, notices, warnings, estimated_input = _estimate_all(request)
+    first = estimates[0]
+    for item in estimates:
+        warnings += [w.split(": ", 1)[1] if ": " in w else w for w in item["warnings"]]
+    total_cycles = sum(_value(e, "total_cycles") for e in estimates)
+    if total_cycles == 0 and not any("NPU" in w for w in warnings):
+        warnings.append("MLIA estimated zero cycles: no work was placed on the NPU; the figures cover the NPU part "
+                        "only and do not describe this model's run time.")
+    latency = sum(_value(e, "inference_time") for e in estimates)
+    memory_bytes = sum(float(e["memory"]["total_bytes"]) for e in estimates)
+    weights = sum(_value(e, "model_weight_memory") for e in estimates)
+    macs = sum(_value(e, "nn_macs") for e in estimates)
+    _macs, params, convention = static_counts(request.program_path)
+    clock = first["core_clock_hz"]
+    tool = f"MLIA {first['mlia_version']} / Vela {first['vela_version']}"
+    where = f"{first['target_profile']} @ {clock / 1e6:g} MHz"
+    memory_detail = " + ".join(f"{area} {sum(float(e['memory'][f'{area}_bytes']) for e in estimates):,.0f} B"
+                               for area in ("sram", "dram", "on_chip_flash", "off_chip_flash")
+                               if any(e["memory"][f"{area}_bytes"] for e in estimates))
+    memory_source = (f"estimated by {tool}: SRAM + DRAM + flash used ({memory_detail or '0 B'}), "
+                     f"{first['system_config']}, {first['memory_mode']}")
+    npu_layers = sum(e["placement"]["npu"] for e in estimates)
+    cpu_layers = sum(e["placement"]["cpu"] for e in estimates)
+    compiled = request.compiled
+    op_share = (100.0 * compiled.delegated_ops / compiled.total_ops) if compiled.total_ops and \
+        compiled.status == "ok" else None
+    metrics = [
+        MetricValue(str(M.LATENCY), latency, "ms", stat="estimate", source=f"estimated by {tool}, {where}"),
+        MetricValue(str(M.MEMORY), memory_bytes / (1024 * 1024), "MB", stat="footprint", source=memory_source),
+        MetricValue(str(M.MODEL_WEIGHT_MEMORY), weights, "B", source=f"NPU-encoded weights, estimated by {tool}"),
+        MetricValue(str(M.MACS), macs, "MACs", source=f"nn_macs by {tool}"),
+        MetricValue(str(M.PARAMS), params, "params", source=_graph_source()),
+        MetricValue(str(M.NPU_CYCLES), sum(_value(e, "npu_cycles") for e in estimates), "cycles", source=tool),
+        MetricValue(str(M.TOTAL_CYCLES), total_cycles, "cycles", source=tool),
+        MetricValue(str(M.INFERENCES_PER_SECOND), 1000.0 / latency if latency else 0.0, "1/s", source=tool),
+    ]
+    if op_share is not None:
+        metrics.append(MetricValue(str(M.NPU_OP_SHARE), round(op_share, 2), "%",
+                                   source="ops inside the Ethos-U delegate / all ops of the compiled program"))
+    request.work_dir.mkdir(parents=True, exist_ok=True)
+    breakdown = request.work_dir / "mlia_per_layer.json"
+    breakdown.write_text(json.dumps([{"partition": i, **e["per_layer"]} for i, e in enumerate(estimates)], indent=1))
+    raw = request.work_dir / "mlia_output.json"
+    raw.write_text(json.dumps([e["raw"] for e in estimates], indent=1))
+    return MethodOutput(
+        status="SUCCESS", result_kind="estimated", metrics=metrics,
+        extras={"memory_bytes": {k: sum(float(e["memory"][k]) for e in estimates) for k in (
+            "sram_bytes", "dram_bytes", "on_chip_flash_bytes", "off_chip_flash_bytes", "total_bytes")},
+            "peak_activation_memory_bytes": max(float(e["memory"]["peak_activation_memory_bytes"] or 0)
+                                                for e in estimates),
+            "vela_layers": {"npu": npu_layers, "cpu": cpu_layers}, "partitions": len(estimates),
+            "weights_area": first["memory"]["weights_area"], "feature_map_area": first["memory"]["feature_map_area"]},
+        provenance={"tool": "mlia", "tool_version": first["mlia_version"], "vela_version": first["vela_version"],
+                    "target_profile": first["target_profile"], "core_clock_hz": clock,
+                    "system_config": first["system_config"], "memory_mode": first["memory_mode"],
+                    "estimated_input": estimated_input, "macs_convention": "nn_macs as counted by Vela",
+                    "params_convention": convention, "mlia_warnings": first["mlia_warnings"]},
+        warnings=list(dict.fromkeys(warnings)), notices=notices,
+        artifacts={"per_layer": breakdown.name, "mlia_output": raw.name},
+    )
+
+
+@register_method("mlia", cacheable=True)
+def profile_mlia(request: ProfileRequest) -> MethodOutput:
+    if request.device.backend != "ethos-u":
+        return _cpu_scope(request)
+    try:
+        return _ethos_u(request)
+    except Exception as exc:  # MLIA/Vela failures name the operator in the root cause
+        from np_optimizer.profiler.mlia_adapter import MliaEstimateError
+
+        message = exc.args[0] if isinstance(exc, MliaEstimateError) else f"{type(exc).__name__}: {exc}"
+        root = exc.root_cause if isinstance(exc, MliaEstimateError) else ""
+        return MethodOutput(status="FAILED", result_kind="estimated",
+                            error={"code": "NP-PRF-500", "message": str(message).splitlines()[0],
+                                   "hint": f"Root cause: {root.splitlines()[0]}" if root else
+                                   "See the MLIA log in the job's artifacts/profile folder."})

@@ -1,0 +1,269 @@
+"""Method `on-device`: measured latency and memory of the compiled .pte, with the ExecuTorch runtime.
+
+On `host` the measuring script runs in a fresh subprocess of this venv's Python; on a device with an SSH destination
+in devices.yaml it runs with the device's Python over SSH. Each measurement holds the device's queue lock (one
+measurement per device at a time, across np processes); the timeout bounds the measurement only, never the wait.
+Latency is the mean of the timed runs (the spec's "average latency"), with median, percentiles and spread beside it;
+memory is the resident high-water mark above the measuring process's baseline. Static counts (weights, MACs,
+parameters) come from the checkpoint's job record and are labelled as such. Results are never cached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from np_optimizer.metrics import UNITS
+from np_optimizer.metrics import MetricType as M
+from np_optimizer.profiler.measure import Measurement, MeasureFailure, MeasureOptions
+from np_optimizer.profiler.methods import register_method
+from np_optimizer.profiler.request import MethodOutput, ProfileRequest
+from np_optimizer.records import MetricValue
+
+__all__ = ["profile", "measure_options"]
+
+RAW_FILE = "measurement.json"
+_KIND = "measured"
+_STAT_WARNINGS = ("high spread", "first timed run")  # the stats findings shown as warnings (outliers stay in extras)
+
+
+def measure_options(options: dict[str, Any]) -> MeasureOptions:
+    """The run.detail.yaml profile options (num_executions, timeout, warmup; threads optional) with defaults."""
+    def pick(name: str, default: Any) -> Any:
+        value = options.get(name)
+        return default if value is None else value
+
+    threads = options.get("threads")
+    return MeasureOptions(num_executions=max(1, int(pick("num_executions", 30))),
+                          timeout_s=max(0.001, float(pick("timeout", 60))), warmup=max(0, int(pick("warmup", 3))),
+                          threads=int(threads) if threads else None)
+
+
+def _failed(code: str, message: str, hint: str, **fields: Any) -> MethodOutput:
+    return MethodOutput(status="FAILED", result_kind=_KIND, error={"code": code, "message": message, "hint": hint},
+                        **fields)
+
+
+def _precheck(request: ProfileRequest) -> MethodOutput | None:
+    """Why this request cannot be measured at all, or None."""
+    device, compiled = request.device, request.compiled
+    backend = compiled.backend or device.backend
+    if device.backend != "xnnpack" or backend != "xnnpack":
+        return _failed("NP-PRF-422", f"The on-device method runs XNNPACK programs on a CPU; {request.checkpoint} was "
+                       f"compiled for {backend} ({device.name}), which no ExecuTorch runtime np can reach runs "
+                       "(an Ethos-U .pte needs the NPU's firmware).", f"Use --method mlia for {device.name}.")
+    if compiled.status != "ok" or request.pte_path is None:
+        return _failed("NP-PRF-422", f"{request.checkpoint} has no runnable .pte for {device.name} (compile status "
+                       f"{compiled.status}{': ' + compiled.reason if compiled.reason else ''}).",
+                       "See the compile section of the result and logs/execution.log.")
+    if not device.local and request.remote is None:
+        return _failed("NP-PRF-424", f"Method 'on-device' on '{device.name}' needs an SSH destination for the device.",
+                       f"Add `devices: {{{device.name}: {{ssh: user@host, python: /path/to/python}}}}` to the "
+                       "workspace's devices.yaml, or use --method mlia.")
+    if not request.pte_path.is_file():
+        return _failed("NP-RUN-404", f"The compiled program {request.pte_path} is missing.",
+                       "Run the command again: np compiles the checkpoint when its .pte is missing.")
+    return None
+
+
+class _QueueReporter:
+    """Turns queue events into the lines the user sees (through request.queue_notice) and the result's warnings."""
+
+    def __init__(self, request: ProfileRequest, device: str) -> None:
+        self.notice = request.queue_notice or request.log.info
+        self.device = device
+        self.warnings: list[str] = []
+
+    def __call__(self, status: Any) -> None:
+        if status.event == "waiting":
+            holder = status.holder or {}
+            busy = f"busy with {holder.get('label') or 'pid ' + str(holder.get('pid'))}" if holder else "being released"
+            late = "; that job is past its expected end" if status.holder_overdue else ""
+            self.notice(f"Device {self.device} is {busy}: this measurement is number {status.place} in the queue, "
+                        f"estimated wait {status.estimated_wait_s:.0f} s{late}. The timeout starts when it runs.")
+        elif status.event == "wait_exceeds_estimate":
+            text = (f"The wait for device {self.device} ({status.waited_s:.0f} s) has grown beyond the estimate of "
+                    f"{status.estimated_wait_s:.0f} s (place {status.place}; new estimate {status.new_estimate_s:.0f} s "
+                    "more): the job ahead takes longer than expected.")
+            self.notice(f"Warning: {text}")
+            self.warnings.append(text)
+        elif status.event == "acquired" and not status.immediate:
+            self.notice(f"Device {self.device} is free after {status.waited_s:.1f} s in the queue; measuring now.")
+
+
+def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueReporter) -> Any:
+    """The device's queue lock, with this measurement's expected duration for the jobs that queue behind it."""
+    from np_optimizer.profiler.measure.queue import DeviceLock, expected_duration
+
+    expected_s, _how = expected_duration(reporter.device, request.compiled.pte_sha256, runs=options.num_executions,
+                                         warmup=options.warmup, timeout_s=options.timeout_s)
+    label = f"{request.checkpoint.lower()} of {request.job} (np pid {os.getpid()})"
+    return DeviceLock(reporter.device, expected_s, label=label, on_status=reporter, warn_slack_s=2.0,
+                      warn_slack_ratio=0.25)
+
+
+def _measure(request: ProfileRequest, options: MeasureOptions) -> Measurement:
+    assert request.pte_path is not None
+    if request.device.local:
+        from np_optimizer.profiler.measure.local import measure_local
+
+        return measure_local(request.pte_path, options)
+    from np_optimizer.profiler.measure.ssh import measure_remote, target_for
+
+    remote = request.remote
+    assert remote is not None
+    return measure_remote(target_for(remote), request.pte_path, options, python=remote.python,
+                          work_dir=remote.work_dir, device=request.device.name)
+
+
+def _remember(device: str, request: ProfileRequest, measurement: Measurement) -> None:
+    """Startup overhead and median latency, for the expected duration the next queued job announces."""
+    from np_optimizer.profiler.measure.queue import record_duration
+
+    doc = measurement.doc
+    measure_s = float(doc.get("measure_ms") or 0.0) / 1000.0
+    record_duration(device, request.compiled.pte_sha256, overhead_s=max(0.0, measurement.wall_s - measure_s),
+                    latency_ms=(doc.get("quick") or {}).get("median_ms"))
+
+
+def _static_metrics(request: ProfileRequest, warnings: list[str]) -> list[MetricValue]:
+    stats = request.program_stats or {}
+    origin = f"recorded by job {request.job} for this checkpoint"
+    out: list[MetricValue] = []
+    for metric, key, source in (
+        (M.MODEL_WEIGHT_MEMORY, "weight_bytes", f"static count, not measured: bytes of the checkpoint's constant "
+                                                f"tensors (weights and buffers of the .pt2), {origin}"),
+        (M.MACS, "macs", f"static count of the exported graph, not measured, {origin}"),
+        (M.PARAMS, "params", f"static count of the exported graph, not measured, {origin}"),
+    ):
+        if stats.get(key) is None:
+            warnings.append(f"{metric} not given: the job record of {request.checkpoint} has no {key} "
+                            "(it is a static count np takes from there, not a measurement).")
+            continue
+        out.append(MetricValue(str(metric), float(stats[key]), UNITS[metric], source=source))
+    return out
+
+
+def _memory(doc: dict[str, Any]) -> dict[str, Any]:
+    memory = dict(doc.get("memory") or {})
+    memory.pop("status_kb", None)  # raw /proc lines stay in measurement.json
+    planned = doc.get("planned_memory") or {}
+    if planned:
+        memory["planned_activation_arena_bytes"] = planned.get("activation_arena_bytes")
+        memory["planned_activation_arena_source"] = (
+            "static, from the .pte's memory plan (" + str(planned.get("source")) + "); XNNPACK's workspace, "
+            "packed weights and the intermediates inside a delegate are not included")
+    if "after_execute_anon_delta_bytes" in memory:
+        memory["split"] = "anon = heap and anonymous mappings (activations, XNNPACK workspace, packed weights); " \
+                          "file = mapped .pte and first-touched code pages of the runtime (about 2 MB floor)"
+    return memory
+
+
+def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measurement, lock: Any,
+           warnings: list[str]) -> MethodOutput:
+    from np_optimizer.profiler.measure.stats import summarize
+
+    doc = measurement.doc
+    runtime, host = doc.get("runtime") or {}, doc.get("host") or {}
+    done, asked = int(doc.get("runs_done") or 0), int(doc.get("runs_asked") or options.num_executions)
+    warm_done = int(doc.get("warmup_done") or 0)
+    threads = runtime.get("threads")
+    version = runtime.get("executorch_version")
+    where = request.device.name if request.device.local else f"{request.device.name} ({measurement.transport[4:]})"
+    metrics: list[MetricValue] = []
+    extras: dict[str, Any] = {}
+    partial = bool(doc.get("partial"))
+    if partial:
+        warnings.append(f"Partial result: {doc.get('partial_reason') or 'the measurement stopped early'}, after "
+                        f"{done} of {asked} timed runs; the statistics use the {done} runs done.")
+    samples = doc.get("samples_ms") or []
+    if samples:
+        summary = summarize(samples, doc.get("warmup_ms"))
+        warnings += [w[0].upper() + w[1:] + "." for w in summary["warnings"] if w.startswith(_STAT_WARNINGS)]
+        extras["latency_ms"] = {k: v for k, v in summary.items() if k != "warnings"}
+        runs = f"{done} of {asked} timed runs" + (" (partial: timeout)" if partial else "")
+        metrics.append(MetricValue(str(M.LATENCY), summary["avg"], UNITS[M.LATENCY], stat="avg",
+                                   source=f"measured on {where}: mean of {runs} after {warm_done} warm-up runs, "
+                                          f"ExecuTorch {version} runtime, {threads} threads"))
+    else:
+        warnings.append(f"{M.LATENCY} not given: no timed run finished before the timeout of {options.timeout_s:g} s "
+                        f"({warm_done} of {options.warmup} warm-up runs done).")
+    memory = _memory(doc)
+    extras["memory"] = memory
+    if memory.get("peak_delta_bytes") is not None:
+        metrics.append(MetricValue(str(M.MEMORY), memory["peak_delta_bytes"] / (1024 * 1024), UNITS[M.MEMORY],
+                                   stat="peak", source="measured: resident high-water mark (VmHWM) of the measuring "
+                                   "process above its baseline (RSS after imports and inputs, "
+                                   f"{memory.get('baseline_rss_bytes', 0) / 2**20:.0f} MB, not included), over load "
+                                   "+ execution; /proc/self/status after clear_refs"))
+    else:
+        warnings.append(f"{M.MEMORY} not given: {memory.get('reason') or 'the device has no /proc/self/clear_refs'}.")
+    metrics += _static_metrics(request, warnings)
+    warnings += [str(w) for w in doc.get("warnings") or []]
+    stamps = doc.get("timestamps") or {}
+    start = (stamps.get("measure_start") or {}).get("epoch") or lock.acquired_at
+    end = (stamps.get("measure_end") or {}).get("epoch") or lock.released_at
+    extras["measured_window"] = {"start": start, "end": end}
+    extras["device_lock_window"] = {"start": lock.acquired_at, "end": lock.released_at,
+                                    "clock": "this machine's wall clock (epoch s); measured_window uses the device's"}
+    extras["load_ms"] = (doc.get("load") or {}).get("load_ms")
+    extras["inputs"] = {"tensors": doc.get("inputs"), "how": "random normal floats / integers in [0, 10), seed 0, "
+                        "shapes and dtypes from the .pte's execution plan; the same inputs for every run"}
+    provenance = {
+        "tool": "executorch runtime", "tool_version": version, "runtime_api": runtime.get("api"),
+        "torch": runtime.get("torch_version"), "threads": threads, "cpu_model": host.get("cpu_model"),
+        "hostname": host.get("hostname"), "machine": host.get("machine"), "device_model": host.get("device_model"),
+        "python": runtime.get("python_version"), "python_executable": runtime.get("python_executable"),
+        "runs_done": done, "runs_asked": asked, "warmup_done": warm_done, "warmup_asked": options.warmup,
+        "timeout_s": options.timeout_s, "transport": measurement.transport,
+        "loadavg_at_start": host.get("loadavg_at_start"), "timed": "each execute call, perf_counter_ns",
+    }
+    return MethodOutput(status="SUCCESS", result_kind=_KIND, metrics=metrics, extras=extras, provenance=provenance,
+                        warnings=list(dict.fromkeys(warnings)), partial=partial, artifacts={"raw": RAW_FILE},
+                        timings=_timings(lock, measurement))
+
+
+def _timings(lock: Any, measurement: Measurement | None) -> dict[str, float]:
+    out = {"queue_wait_s": round(float(lock.waited_s), 3)}
+    if measurement is not None:
+        doc = measurement.doc
+        out["measure_s"] = round(float(doc.get("measure_ms") or 0.0) / 1000.0, 3)
+        out["load_s"] = round(float((doc.get("load") or {}).get("load_ms") or 0.0) / 1000.0, 3)
+        out["process_s"] = round(measurement.wall_s, 3)
+    return out
+
+
+def _write_raw(request: ProfileRequest, doc: dict[str, Any] | None) -> dict[str, str]:
+    if doc is None:
+        return {}
+    request.work_dir.mkdir(parents=True, exist_ok=True)
+    (request.work_dir / RAW_FILE).write_text(json.dumps(doc, indent=1))
+    return {"raw": RAW_FILE}
+
+
+@register_method("on-device", cacheable=False)
+def profile(request: ProfileRequest) -> MethodOutput:
+    """Measure the compiled .pte on the request's device (host or SSH); FAILED outputs carry one clear error."""
+    refused = _precheck(request)
+    if refused is not None:
+        return refused
+    options = measure_options(request.options)
+    device = "host" if request.device.local else request.device.name
+    reporter = _QueueReporter(request, device)
+    transport = "local subprocess" if request.device.local or request.remote is None else \
+        f"ssh {request.remote.destination}:{request.remote.port}"
+    lock = _lock(request, options, reporter)
+    try:
+        with lock:  # held around the measurement only; the timeout starts inside
+            measurement = _measure(request, options)
+    except MeasureFailure as failure:
+        artifacts = _write_raw(request, failure.doc)
+        return _failed(failure.code, failure.message, failure.hint, warnings=reporter.warnings, artifacts=artifacts,
+                       extras={"failure_kind": failure.kind, "log_tail": failure.stderr_tail[-10:]},
+                       provenance={"tool": "executorch runtime", "transport": transport,
+                                   "runs_asked": options.num_executions, "timeout_s": options.timeout_s},
+                       timings=_timings(lock, None))
+    _remember(device, request, measurement)
+    _write_raw(request, measurement.doc)
+    return _build(request, options, measurement, lock, reporter.warnings)

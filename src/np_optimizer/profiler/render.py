@@ -1,0 +1,54 @@
+"""Human wording of profile results: the log lines under "Profiling: <name>", and number formats."""
+
+from __future__ import annotations
+
+from np_optimizer.records import ProfileResult
+
+__all__ = ["metric_lines", "humanize_count", "mib"]
+
+
+def humanize_count(value: float | None) -> str:
+    """1.8G, 11.7M, 3.1K: counts as the report shows them."""
+    if value is None:
+        return "-"
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= limit:
+            return f"{value / limit:.1f}{suffix}"
+    return f"{value:.0f}"
+
+
+def mib(value_bytes: float) -> float:
+    """Bytes to MB as the report counts them (1 MB = 1024 x 1024 bytes)."""
+    return value_bytes / (1024 * 1024)
+
+
+def metric_lines(result: ProfileResult) -> list[str]:
+    """The indented metric lines of the spec's log example, each saying how the number was obtained."""
+    lines: list[str] = []
+    latency = result.metric("LATENCY")
+    if latency is not None:
+        extras = result.extras.get("latency_ms", {})
+        if result.result_kind == "measured" and extras:
+            runs = f", {result.provenance.get('runs_done')} runs" + (" (partial)" if result.partial else "")
+            lines.append(f"  Latency: {extras['avg']:.2f} ms (avg), {extras['min']:.2f} ms (min), "
+                         f"{extras['max']:.2f} ms (max), {extras['median']:.2f} ms (median){runs}")
+        else:
+            lines.append(f"  Latency: {latency.value:.3f} ms ({latency.source})")
+    memory = result.metric("MEMORY")
+    if memory is not None:
+        lines.append(f"  Memory:  {memory.value:.2f} MB ({memory.stat or 'peak'}; {memory.source})")
+    weights = result.metric("MODEL_WEIGHT_MEMORY")
+    if weights is not None:
+        lines.append(f"  Weight memory: {mib(weights.value):.3f} MB ({weights.source})")
+    macs, params = result.metric("MACS"), result.metric("PARAMS")
+    if macs is not None or params is not None:
+        parts = []
+        if macs is not None:
+            parts.append(f"MACs: {humanize_count(macs.value)}")
+        if params is not None:
+            parts.append(f"Params: {humanize_count(params.value)}")
+        source = (macs or params).source if (macs or params) else ""
+        lines.append(f"  {', '.join(parts)} ({source})")
+    if result.status != "SUCCESS" and result.error:
+        lines.append(f"  Failed: {result.error.get('message')}")
+    return lines

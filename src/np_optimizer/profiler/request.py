@@ -1,0 +1,54 @@
+"""What a profiling method is given, and what it returns."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.compile.result import CompileResult
+from np_optimizer.device_settings import RemoteDevice
+from np_optimizer.devices import Device
+from np_optimizer.records import MetricValue
+
+__all__ = ["ProfileRequest", "MethodOutput"]
+
+
+@dataclass
+class ProfileRequest:
+    checkpoint: str  # INPUT_MODEL, GRAPH_QUANTIZE, ...
+    job: str
+    program_path: Path  # the checkpoint's .pt2
+    program_sha256: str
+    compiled: CompileResult
+    compiled_dir: Path
+    device: Device
+    options: dict[str, Any]  # num_executions, timeout, warmup
+    work_dir: Path  # where the method keeps its artifacts (per-layer breakdown, raw samples)
+    log_file: Path
+    log: logging.Logger
+    remote: RemoteDevice | None = None
+    queue_notice: Any = None  # callable(str) for device-queue messages (measured methods)
+    # Static facts of the checkpoint recorded by its job (macs, params, weight_bytes), so a method can report them
+    # without loading the program; a key may be missing.
+    program_stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pte_path(self) -> Path | None:
+        return self.compiled_dir / self.compiled.pte_file if self.compiled.pte_file else None
+
+
+@dataclass
+class MethodOutput:
+    status: str  # "SUCCESS" | "FAILED"
+    result_kind: str  # "estimated" | "measured"
+    metrics: list[MetricValue] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    partial: bool = False
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> file name inside work_dir
+    error: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,224 @@
+"""The compile -> profile sequence for one checkpoint, and the Profiling phase of np run."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled
+from np_optimizer.device_settings import RemoteDevice
+from np_optimizer.devices import Device
+from np_optimizer.errors import NpError
+from np_optimizer.logs import get_logger, phase_banner
+from np_optimizer.models.source import sha256_file
+from np_optimizer.pipeline.context import CheckpointRef, RunContext
+from np_optimizer.plan import Plan
+from np_optimizer.profiler.cache import EstimateCache, cache_key
+from np_optimizer.profiler.methods import get_method
+from np_optimizer.profiler.render import metric_lines
+from np_optimizer.profiler.request import MethodOutput, ProfileRequest
+from np_optimizer.records import MetricValue, ProfileResult, from_dict
+from np_optimizer.results import ExperimentStore
+from np_optimizer.versions import np_version, tool_version
+from np_optimizer.workspace import utc_now
+
+__all__ = ["profile_checkpoint", "profile_run", "measurement_id"]
+
+
+def measurement_id() -> str:
+    return f"m{time.strftime('%Y%m%d%H%M%S')}{secrets.token_hex(3)}"
+
+
+def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log: logging.Logger,
+                  progress: Callable[[str], None]) -> tuple[CompileResult, Path, float, bool]:
+    out_dir = compile_dir(job_dir, device)
+    found = find_compiled(out_dir, device, checkpoint.sha256)
+    if found is not None:
+        return found, out_dir, 0.0, True
+    progress(f"compiling {checkpoint.name.lower()} for {device.name}")
+    start = time.perf_counter()
+    compiled = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256)
+    return compiled, out_dir, time.perf_counter() - start, False
+
+
+def _cache_fields(request: ProfileRequest, method: str) -> dict[str, Any]:
+    compiled = request.compiled
+    mlia_input = None
+    if request.device.backend == "ethos-u" and compiled.status == "ok" and compiled.tosa_file:
+        mlia_input = sha256_file(request.compiled_dir / compiled.tosa_file)
+    return {
+        "checkpoint_sha256": request.program_sha256, "compiled_sha256": compiled.pte_sha256,
+        "estimated_input_sha256": mlia_input, "device": request.device.name, "runtime": request.device.runtime,
+        "backend": request.device.backend, "method": method, "target_profile": request.device.mlia_target,
+        "versions": {name: tool_version(name) for name in ("mlia", "mlia-ethos-u", "ethos-u-vela", "executorch",
+                                                           "torch")} | {"np": np_version()},
+        "options": {},
+    }
+
+
+def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_root: Path, device: Device,
+                       method: str, requested_method: str | None, options: dict[str, Any], trigger: str,
+                       force: bool, log_file: Path, remote: RemoteDevice | None = None,
+                       progress: Callable[[str], None] = lambda _t: None,
+                       cache: EstimateCache | None = None, seen: set[str] | None = None) -> ProfileResult:
+    """Compile `checkpoint` for `device` (reusing an intact earlier compilation), then profile it with `method`."""
+    log = get_logger("Profiler")
+    started = utc_now()
+    identifier = measurement_id()
+    base = dict(measurement_id=identifier, checkpoint=checkpoint.name, job=checkpoint.job,
+                checkpoint_sha256=checkpoint.sha256, device=device.name, runtime=device.runtime,
+                backend=device.backend, method=method, requested_method=requested_method, trigger=trigger,
+                started_at=started)
+    support = device.method(method)
+    result_kind = support.result_kind if support else "estimated"
+    name = checkpoint.name.lower()
+    log.info(f"Compiling: {name}")
+    try:
+        compiled, compiled_dir, compile_s, reused_compile = _compiled_for(checkpoint, job_dir, device, log, progress)
+    except NpError as exc:
+        return _failed(base, result_kind, exc.code, exc.message, exc.hint, log)
+    if reused_compile:
+        log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
+                 f"compiled earlier from the same .pt2)")
+    compile_summary = {k: v for k, v in compiled.to_dict().items() if k in (
+        "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops", "planned_arena_bytes",
+        "pte_file", "tosa_file")}
+    compile_summary["folder"] = str(compiled_dir.relative_to(experiment_root))
+    if compiled.status == "failed":
+        return _failed(base, result_kind, "NP-CMP-500", f"Compiling {name} for {device.name} failed: {compiled.reason}",
+                       "See logs/execution.log; the checkpoint itself is kept.", log, compile=compile_summary)
+    runs = f" ({options.get('num_executions')} runs)" if result_kind == "measured" else ""
+    log.info(f"Profiling: {name}{runs}")
+    work_dir = job_dir / "artifacts" / "profile" / identifier
+    request = ProfileRequest(checkpoint=checkpoint.name, job=checkpoint.job, program_path=checkpoint.path,
+                             program_sha256=checkpoint.sha256, compiled=compiled, compiled_dir=compiled_dir,
+                             device=device, options=options, work_dir=work_dir, log_file=log_file, log=log,
+                             remote=remote, queue_notice=log.info)
+    request.program_stats = _program_stats(job_dir, checkpoint.sha256)
+    chosen = get_method(method)
+    cache_info: dict[str, Any] = {"reused": False, "key": None}
+    output: MethodOutput | None = None
+    t0 = time.perf_counter()
+    store_cache = cache or EstimateCache()
+    if chosen.cacheable:
+        fields = _cache_fields(request, method)
+        key = cache_key(fields)
+        cache_info["key"] = key
+        if force:
+            cache_info["forced"] = True
+        else:
+            lookup = store_cache.get(key)
+            if lookup.warning:
+                log.warning(lookup.warning)
+            if lookup.payload is not None:
+                output = _restore(lookup.payload, work_dir)
+                cache_info.update(reused=True, cached_at=lookup.payload["output"].get("cached_at"))
+    if output is None:
+        output = chosen.profile(request)
+        if chosen.cacheable and output.status == "SUCCESS" and cache_info["key"]:
+            payload = asdict(output) | {"cached_at": utc_now()}
+            files = {n: (work_dir / f).read_text() for n, f in output.artifacts.items() if (work_dir / f).is_file()}
+            store_cache.put(cache_info["key"], _cache_fields(request, method), payload, files)
+    notices = list(output.notices)
+    if cache_info["reused"]:
+        notices.insert(0, f"Reused an earlier {method} estimate of the same compiled checkpoint on {device.name} "
+                       f"(cache key {cache_info['key'][:12]}); nothing was recomputed. Use --force to estimate again.")
+    result = ProfileResult(
+        **base, result_kind=output.result_kind, status=output.status, ended_at=utc_now(),
+        metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance,
+        warnings=tuple(output.warnings), notices=tuple(notices), partial=output.partial, cache=cache_info,
+        timings={"compile_s": round(compile_s, 3), "profile_s": round(time.perf_counter() - t0, 3), **output.timings},
+        artifacts={n: str((work_dir / f).relative_to(experiment_root)) for n, f in output.artifacts.items()},
+        compile=compile_summary, error=output.error,
+    )
+    for line in metric_lines(result):
+        log.info(line)
+    seen = set() if seen is None else seen  # a text already shown for an earlier checkpoint is not repeated
+    for notice in result.notices:
+        if notice not in seen:
+            log.info(f"  Note: {notice}")
+            seen.add(notice)
+    for warning in result.warnings:
+        if warning not in seen:
+            log.warning(f"  {warning}")
+            seen.add(warning)
+    return result
+
+
+def _program_stats(job_dir: Path, program_sha256: str) -> dict[str, Any]:
+    """MACs, params and weight bytes its job recorded for this exact checkpoint (read from job.json, no torch)."""
+    from np_optimizer.storage import CorruptFileError, read_json
+
+    try:
+        output = (read_json(job_dir / "job.json").get("output") or {})
+    except (CorruptFileError, OSError):
+        return {}
+    if output.get("sha256") != program_sha256:
+        return {}
+    return {k: output[k] for k in ("macs", "params", "weight_bytes") if output.get(k) is not None}
+
+
+def _restore(payload: dict[str, Any], work_dir: Path) -> MethodOutput:
+    """A cached estimate as a method output, its artifact files written back into this measurement's folder."""
+    data = dict(payload["output"])
+    data.pop("cached_at", None)
+    data["metrics"] = [from_dict(MetricValue, m) for m in data.get("metrics", [])]
+    work_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in payload.get("files", {}).items():
+        target = data.get("artifacts", {}).get(name)
+        if target:
+            (work_dir / target).write_text(text)
+    return MethodOutput(**data)
+
+
+def _failed(base: dict[str, Any], kind: str, code: str, message: str, hint: str | None, log: logging.Logger,
+            **extra: Any) -> ProfileResult:
+    log.error(f"  {message}")
+    return ProfileResult(**base, result_kind=kind, status="FAILED", ended_at=utc_now(),
+                         error={"code": code, "message": message, "hint": hint}, **extra)
+
+
+def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: dict[str, CheckpointRef], *,
+                phase: int, progress: Callable[[str], None]) -> list[ProfileResult]:
+    """The Profiling phase of np run: each listed checkpoint in list order, results to report.json and job.json."""
+    log = get_logger("Profiler")
+    device = run.device
+    phase_banner(log, phase, "Profiling")
+    log.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
+    if plan.profile is None:
+        return []
+    store.update_report(lambda r: r.update({"profile": {
+        "enabled": True, "listed": [p.listed_as for p in plan.profile], "method": plan.profile[0].method
+        if plan.profile else None, "results": []}}))
+    from np_optimizer.api.experiments import remote_for
+
+    remote = remote_for(run.experiment, device)
+    results = []
+    seen: set[str] = set()
+    for index, planned in enumerate(plan.profile):
+        ref = produced.get(planned.checkpoint)
+        progress(f"profiling {planned.checkpoint.lower()} ({index + 1}/{len(plan.profile)})")
+        if ref is None:
+            base = dict(measurement_id=measurement_id(), checkpoint=planned.checkpoint, job=planned.job,
+                        checkpoint_sha256="", device=device.name, runtime=device.runtime, backend=device.backend,
+                        method=planned.method, trigger="RUN_INLINE", started_at=utc_now())
+            result = _failed(base, planned.result_kind, "NP-PRF-409",
+                             f"{planned.listed_as} was not produced because its step did not finish.",
+                             "Fix the failed step, then `np run --retry`.", log)
+        else:
+            result = profile_checkpoint(
+                checkpoint=ref, job_dir=store.job_dir(ref.job), experiment_root=run.experiment.root, device=device,
+                method=planned.method, requested_method=None, options=run.config.detail.profile_options(index),
+                trigger="RUN_INLINE", force=False, log_file=run.log_file, remote=remote, progress=progress,
+                seen=seen)
+        store.set_inline_result(result)
+        results.append(result)
+    log.info("Profiling complete. Results saved to report.json")
+    return results
+
+

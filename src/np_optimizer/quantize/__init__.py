@@ -1,0 +1,1 @@
+"""Quantization: PT2E graph quantization per backend scheme (graph_quantize) and eager algorithms (advanced_quantize)."""

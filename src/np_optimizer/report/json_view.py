@@ -1,0 +1,77 @@
+"""`np report --json`: the experiment document in the shape of np-interface.md §4, plus provenance and warnings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from np_optimizer.report.model import ExperimentReport, PipelineRow
+
+__all__ = ["experiment_json"]
+
+
+def _metrics(row: PipelineRow) -> list[dict[str, Any]]:
+    out = []
+    for metric in row.metrics.values():
+        item = {"metric_type": metric["metric_type"], "value": metric.get("value"), "unit": metric.get("unit"),
+                "comparison_model": metric.get("comparison_model"), "component_name": metric.get("component_name")}
+        for extra in ("stat", "source", "method", "result_kind", "identical"):
+            if metric.get(extra) is not None:
+                item[extra] = metric[extra]
+        out.append(item)
+    return out
+
+
+def _entry(row: PipelineRow) -> dict[str, Any]:
+    lowering = row.lowering or {}
+    profile = row.profile or {}
+    return {
+        "name": row.model, "step_type": None if row.checkpoint == "INPUT_MODEL" else row.step_type,
+        "checkpoint": row.checkpoint, "status": row.status, "model_ref_id": row.model, "components": None,
+        "lowering_failed": lowering.get("status") == "failed",
+        "lowering_unsupported": lowering.get("status") == "unsupported",
+        "lowering_reason": lowering.get("reason"),
+        "metrics": _metrics(row),
+        "profile": None if not profile else {
+            "measurement_ref_id": profile.get("measurement_id"), "status": profile.get("status"),
+            "method": profile.get("method"), "result_kind": profile.get("result_kind"),
+            "provenance": profile.get("provenance"), "warnings": profile.get("warnings", []),
+            "notices": profile.get("notices", []), "cache": profile.get("cache"), "partial": profile.get("partial"),
+            "error": profile.get("error")},
+    }
+
+
+def _post_hoc(result: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "measurement_ref_id": result.get("measurement_id"), "kind": "PROFILE", "status": result.get("status"),
+        "trigger_source": result.get("trigger"), "measured_at": result.get("started_at"),
+        "target": {"model_ref_id": result.get("job"), "name": str(result.get("checkpoint", "")).lower()},
+        "dataset": None,
+        "device": {"ref_id": result.get("device"), "name": result.get("device"), "runtime": result.get("runtime"),
+                   "backend": result.get("backend")},
+        "result_kind": result.get("result_kind"), "method": result.get("method"), "partial": result.get("partial"),
+        "metrics": [{"metric_type": m["metric_type"], "params": None, "value": m.get("value"), "unit": m.get("unit"),
+                     "comparison_model_ref_id": None, "comparison_model": None, "component_name": None,
+                     "stat": m.get("stat"), "source": m.get("source")} for m in result.get("metrics", [])],
+        "provenance": result.get("provenance"), "warnings": result.get("warnings", []),
+        "notices": result.get("notices", []), "error": result.get("error"),
+    }
+
+
+def experiment_json(report: ExperimentReport) -> dict[str, Any]:
+    experiment = report.experiment
+    rows = report.rows
+    input_row = next((r for r in rows if r.checkpoint == "INPUT_MODEL"), None)
+    return {
+        "experiment": {"ref_id": experiment.get("name"), "name": experiment.get("name"),
+                       "status": experiment.get("status"),
+                       "device_backend": f"{experiment.get('device')} / {experiment.get('runtime')} / "
+                                         f"{experiment.get('backend')}",
+                       "device": experiment.get("device"), "runtime": experiment.get("runtime"),
+                       "backend": experiment.get("backend")},
+        "pipeline": {"input_model": _entry(input_row) if input_row else None,
+                     "steps": [_entry(r) for r in rows if r.checkpoint != "INPUT_MODEL"],
+                     "profiling_enabled": report.profiling_enabled, "method": report.method},
+        "post_hoc": [_post_hoc(r) for r in report.post_hoc_all],
+        "warnings": report.warnings,
+        "notices": report.notices,
+    }

@@ -1,0 +1,162 @@
+"""Report data built from report.json: the pipeline rows with their metrics, and the post-hoc rounds.
+
+Everything here reads JSON only (no torch), so `np report` starts fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from np_optimizer.devices import DEVICES
+
+__all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "build_experiment_report", "steps_label", "FINISHED",
+           "HEADLINE"]
+
+FINISHED = {"success", "reused", "failed", "canceled"}
+HEADLINE = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS")
+_BY_NAME = {d.name: d for d in DEVICES}
+
+
+@dataclass
+class PipelineRow:
+    model: str  # input_model | 01_graph_optimize | ...
+    checkpoint: str
+    step_type: str
+    status: str
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None  # the inline profile result
+    listed: bool = False  # in run.yaml's profile list
+    lowering: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def value(self, metric_type: str) -> float | None:
+        metric = self.metrics.get(metric_type)
+        return None if metric is None else metric.get("value")
+
+
+@dataclass
+class PostHocGroup:
+    target: str  # checkpoint name, lower case
+    job: str
+    rounds: list[dict[str, Any]]  # SUCCESS rounds, newest first
+    hidden: dict[str, int]  # status -> count of rounds not shown
+
+
+@dataclass
+class ExperimentReport:
+    experiment: dict[str, Any]
+    rows: list[PipelineRow]
+    post_hoc: list[PostHocGroup]
+    post_hoc_all: list[dict[str, Any]]  # every round, time order (for --json)
+    profiling_enabled: bool
+    method: str | None
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+
+def _metric(metric_type: str, value: Any, unit: str, **extra: Any) -> dict[str, Any]:
+    return {"metric_type": metric_type, "value": value, "unit": unit, "comparison_model": None,
+            "component_name": None, **extra}
+
+
+def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str]) -> PipelineRow:
+    checkpoint = entry.get("checkpoint", "")
+    row = PipelineRow(model="input_model" if entry.get("step_type") == "input_model" else entry.get("job", ""),
+                      checkpoint=checkpoint, step_type=entry.get("step_type", ""), status=entry.get("status", ""),
+                      profile=result, listed=checkpoint in listed, lowering=entry.get("lowering"))
+    if result is not None and result.get("status") == "SUCCESS":
+        for metric in result.get("metrics", []):
+            row.metrics[metric["metric_type"]] = {**metric, "method": result.get("method"),
+                                                  "result_kind": result.get("result_kind")}
+    fidelity = (entry.get("fidelity") or {}).get("program") or {}
+    if checkpoint != "INPUT_MODEL" and fidelity:
+        snr = fidelity.get("snr_db")
+        identical = bool(fidelity.get("snr_identical"))
+        row.metrics["SNR"] = _metric("SNR", snr, "dB", comparison_model="INPUT_MODEL", identical=identical,
+                                     source=(entry.get("fidelity") or {}).get("evaluated_on", ""))
+        row.metrics["MAX_ABS_ERROR"] = _metric("MAX_ABS_ERROR", fidelity.get("max_abs_error"), "abs",
+                                               comparison_model="INPUT_MODEL")
+    lowering = entry.get("lowering") or {}
+    if lowering.get("pte_bytes"):
+        row.metrics["PTE_SIZE"] = _metric("PTE_SIZE", lowering["pte_bytes"], "B")
+        total = (lowering.get("delegated_ops") or 0) + (lowering.get("non_delegated_ops") or 0)
+        row.metrics["DELEGATED_OPS"] = _metric("DELEGATED_OPS", lowering.get("delegated_ops"), "ops")
+        row.metrics["TOTAL_OPS"] = _metric("TOTAL_OPS", total, "ops")
+    return row
+
+
+def _groups(post_hoc: list[dict[str, Any]]) -> list[PostHocGroup]:
+    groups: dict[str, PostHocGroup] = {}
+    for result in post_hoc:
+        if result.get("trigger") != "POSTHOC":
+            continue
+        target = str(result.get("checkpoint", "")).lower()
+        group = groups.setdefault(target, PostHocGroup(target, result.get("job", ""), [], {}))
+        if result.get("status") == "SUCCESS":
+            group.rounds.append(result)
+        else:
+            status = str(result.get("status", "unknown")).lower()
+            group.hidden[status] = group.hidden.get(status, 0) + 1
+    for group in groups.values():
+        group.rounds.sort(key=lambda r: r.get("started_at", ""), reverse=True)
+    return list(groups.values())
+
+
+def _scope_warning(report: dict[str, Any], rows: list[PipelineRow], method: str | None) -> list[str]:
+    experiment = report.get("experiment", {})
+    device = _BY_NAME.get(experiment.get("device", ""))
+    if device is None or method is None:
+        return []
+    support = device.method(method)
+    if support is None:
+        return []
+    missing = [m for m in HEADLINE if m not in {str(x) for x in support.metrics}]
+    if not missing or not any(r.profile for r in rows):
+        return []
+    return [f"Not given by {method} on {device.name} ({device.runtime}/{device.backend}): {', '.join(missing)}; "
+            f"those columns are omitted. {support.note} For measured latency and memory run "
+            "`np profile --method on-device -d host` (this machine) or give the device an SSH destination."]
+
+
+def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
+    profile = report.get("profile") or {}
+    listed = set(profile.get("listed") or [])
+    results = {r.get("checkpoint"): r for r in profile.get("results", [])}
+    pipeline = report.get("pipeline") or {}
+    # OUTPUT_MODEL is an alias: listed names resolve to the concrete checkpoint in results
+    listed |= {r.get("checkpoint") for r in profile.get("results", [])}
+    entries = ([pipeline["input_model"]] if pipeline.get("input_model") else []) + list(pipeline.get("steps", []))
+    rows = [_row(e, results.get(e.get("checkpoint")), listed) for e in entries]
+    enabled = bool(profile.get("enabled"))
+    method = profile.get("method")
+    warnings = _scope_warning(report, rows, method)
+    if not enabled and rows:
+        warnings.append("run.yaml has no profile section, so nothing was profiled in np run; "
+                        "add `profile:` or use `np profile`.")
+    notices: dict[str, list[str]] = {}
+    for row in rows:
+        if row.profile is None:
+            continue
+        for text in row.profile.get("warnings", []):
+            if text not in warnings and not text.startswith("MLIA estimates Arm Ethos-U NPUs only"):
+                warnings.append(f"{row.checkpoint.lower()}: {text}")
+        for text in row.profile.get("notices", []):
+            notices.setdefault(text, []).append(row.checkpoint.lower())
+        if row.profile.get("status") == "FAILED" and row.profile.get("error"):
+            warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
+    post_hoc = list(report.get("post_hoc") or [])
+    return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows, post_hoc=_groups(post_hoc),
+                            post_hoc_all=sorted(post_hoc, key=lambda r: r.get("started_at", "")),
+                            profiling_enabled=enabled, method=method, warnings=warnings,
+                            notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()])
+
+
+def steps_label(step_types: list[str]) -> str:
+    names = {"advanced_quantize": "AQ", "graph_optimize": "GO", "graph_quantize": "GQ"}
+    return ",".join(names.get(s, s) for s in step_types)
+
+

@@ -1,0 +1,198 @@
+"""Report tables as plain data (title, columns, cells, footnotes), rendered by the CLI as rich tables or TSV."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from np_optimizer.devices import DEVICES
+from np_optimizer.profiler.render import humanize_count, mib
+from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup
+from np_optimizer.report.sortfilter import Condition, SortKey, apply_filter, apply_sort
+
+__all__ = ["Table", "pipeline_table", "post_hoc_tables", "fmt_number"]
+
+_BY_NAME = {d.name: d for d in DEVICES}
+NOT_FINISHED, NO_VALUE, NOT_GIVEN = "--", "-", "n/a"
+FOOTNOTES = {
+    NOT_FINISHED: "--  the row is not finished yet",
+    NO_VALUE: "-   finished, but no value (not listed under profile:, or its profiling failed)",
+}
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    plain_columns: list[str]
+    plain_rows: list[list[Any]]
+    caption: str = ""
+    footnotes: list[str] = field(default_factory=list)
+
+
+def fmt_number(value: float) -> str:
+    """2 decimals, or 3 significant digits below 1 (NPU latencies are often tens of microseconds)."""
+    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
+
+
+def _fmt_snr(metric: dict[str, Any]) -> str:
+    if metric.get("identical"):
+        return "identical"
+    return "-" if metric.get("value") is None else f"{metric['value']:.2f}"
+
+
+# (header, metric type, plain column, cell formatter, optional column)
+_Column = tuple[str, str, str, Callable[[dict[str, Any]], str], bool]
+_COLUMNS: list[_Column] = [
+    ("Memory(MB)", "MEMORY", "memory_mb", lambda m: fmt_number(m["value"]), False),
+    ("Latency(ms)", "LATENCY", "latency_ms", lambda m: fmt_number(m["value"]), False),
+    ("MACs", "MACS", "macs", lambda m: humanize_count(m["value"]), True),
+    ("Params", "PARAMS", "params", lambda m: humanize_count(m["value"]), True),
+    ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(m['value']):.2f}", True),
+    ("SNR (vs input)", "SNR", "snr_db", _fmt_snr, True),
+]
+
+
+def _plain_value(metric: dict[str, Any] | None, metric_type: str) -> Any:
+    if metric is None or metric.get("value") is None:
+        return ""
+    if metric_type == "MODEL_WEIGHT_MEMORY":
+        return round(mib(metric["value"]), 4)
+    return metric["value"]
+
+
+def _gives(row: PipelineRow, metric_type: str, device_name: str) -> bool:
+    """Can the row's profiling combination give this metric at all?"""
+    device = _BY_NAME.get(device_name)
+    method = (row.profile or {}).get("method")
+    if metric_type == "SNR" or device is None or method is None:
+        return True
+    support = device.method(method)
+    return support is None or metric_type in {str(m) for m in support.metrics}
+
+
+def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: list[Condition]) -> Table:
+    experiment = report.experiment
+    device_name = experiment.get("device", "")
+    rows = apply_filter(report.rows, conditions, lambda r, t: r.value(t))
+    rows = apply_sort(rows, sort, lambda r, t: r.value(t))
+    shown = [c for c in _COLUMNS if any(r.value(c[1]) is not None or c[1] == "SNR" and "SNR" in r.metrics
+                                        for r in report.rows)]
+    lowered = any(r.value("PTE_SIZE") for r in report.rows)
+    xnnpack = experiment.get("backend") == "xnnpack"
+    methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows
+               if r.profile and r.profile.get("status") == "SUCCESS"}
+    show_method = len(methods) > 1
+    columns = ["Model", "Type", "Status"] + [c[0] for c in shown]
+    plain_columns = ["model", "type", "status"] + [c[2] for c in shown]
+    if lowered:
+        columns.append("PTE Size(MB)")
+        plain_columns.append("pte_size_bytes")
+        if xnnpack:
+            columns.append("Delegated (XNNPACK)")
+            plain_columns += ["delegated_ops", "total_ops"]
+    if show_method:
+        columns.append("Method")
+        plain_columns.append("method")
+    input_pte = next((r.value("PTE_SIZE") for r in report.rows if r.checkpoint == "INPUT_MODEL"), None)
+    used: set[str] = set()
+    cells, plain = [], []
+    for row in rows:
+        is_input = row.checkpoint == "INPUT_MODEL"
+        line = [row.model, "-" if is_input else row.step_type, "-" if is_input and row.finished else row.status]
+        plain_line: list[Any] = [row.model, "" if is_input else row.step_type, row.status]
+        for header, metric_type, _plain, fmt, _optional in shown:
+            metric = row.metrics.get(metric_type)
+            if metric is not None and (metric.get("value") is not None or metric.get("identical")):
+                line.append(fmt(metric))
+            elif metric_type == "SNR" and is_input:
+                line.append("(ref)")  # the reference every SNR is measured against
+            else:
+                mark = NOT_FINISHED if not row.finished else (
+                    NOT_GIVEN if row.profile and not _gives(row, metric_type, device_name) else NO_VALUE)
+                used.add(mark)
+                line.append(mark)
+            plain_line.append(_plain_value(metric, metric_type))
+        if lowered:
+            size = row.value("PTE_SIZE")
+            unsupported = (row.lowering or {}).get("status") == "unsupported"
+            if size and not unsupported:
+                change = f" ({(size - input_pte) / input_pte:+.0%})" if input_pte and not is_input else ""
+                line.append(f"{size / 1e6:.3f}{change}")
+            else:
+                line.append("n/a" if unsupported else (NOT_FINISHED if not row.finished else NO_VALUE))
+                used.add("lowering" if unsupported else (NOT_FINISHED if not row.finished else NO_VALUE))
+            plain_line.append(size or "")
+            if xnnpack:
+                delegated, total = row.value("DELEGATED_OPS"), row.value("TOTAL_OPS")
+                line.append(f"{delegated}/{total}" if total else NO_VALUE)
+                plain_line += [delegated if total else "", total or ""]
+        if show_method:
+            profile = row.profile or {}
+            line.append(f"{profile.get('method')} ({profile.get('result_kind')})" if profile else "-")
+            plain_line.append(profile.get("method", ""))
+        cells.append(line)
+        plain.append(plain_line)
+    title = f"Experiment: {experiment.get('name', '')}"
+    if sort:
+        title += " (sorted by " + ", ".join(f"{k.token.capitalize()} {'DESC' if k.descending else 'ASC'}"
+                                            for k in sort) + ")"
+    caption = ""
+    if len(methods) == 1:
+        method, kind = next(iter(methods))
+        caption = f"Profiled with {method} ({kind}) for {device_name} / {experiment.get('runtime')} / " \
+                  f"{experiment.get('backend')}."
+    footnotes = [FOOTNOTES[m] for m in (NOT_FINISHED, NO_VALUE) if m in used]
+    if NOT_GIVEN in used:
+        footnotes.append(f"n/a not given by this method on {device_name}; see the warning below")
+    if "lowering" in used:
+        reasons = sorted({(r.lowering or {}).get("reason") or "" for r in rows
+                          if (r.lowering or {}).get("status") == "unsupported"})
+        footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
+    if any(r.metrics.get("SNR") for r in rows):
+        footnotes.append("SNR (dB) of each checkpoint's outputs against INPUT_MODEL's, on the evaluation inputs")
+    return Table(title, columns, cells, plain_columns, plain, caption, footnotes)
+
+
+_POST_HOC_COLUMNS = ["Started", "Device", "Runtime", "Backend", "Method", "Latency(ms)", "Memory(MB)",
+                     "Weight Memory(MB)", "MACs", "Params"]
+_POST_HOC_PLAIN = ["measurement_ref_id", "status", "device", "runtime", "backend", "method", "latency_ms",
+                   "memory_mb", "model_weight_memory_mb", "macs", "params"]
+
+
+def _metric_of(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
+    return next((m for m in result.get("metrics", []) if m["metric_type"] == metric_type), None)
+
+
+def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
+    tables = []
+    for group in groups:
+        cells, plain = [], []
+        for result in group.rounds:
+            metrics = [_metric_of(result, t) for t in HEADLINE_ORDER]
+            method = result.get("method", "-") + (" (partial)" if result.get("partial") else "")
+            cells.append([result.get("started_at", "")[:16].replace("T", " "), result.get("device", ""),
+                          result.get("runtime", ""), result.get("backend", ""), method,
+                          *(_cell(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
+            plain.append([result.get("measurement_id"), result.get("status"), result.get("device"),
+                          result.get("runtime"), result.get("backend"), result.get("method"),
+                          *(_plain_value(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
+        hidden = " · ".join(f"{status} {count}" for status, count in sorted(group.hidden.items()))
+        tables.append(Table(f"[ np profile (post-hoc) — Target: {group.target} ]", list(_POST_HOC_COLUMNS), cells,
+                            list(_POST_HOC_PLAIN), plain, caption=f"hidden: {hidden}" if hidden else ""))
+    return tables
+
+
+HEADLINE_ORDER = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS")
+
+
+def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:
+    if metric is None or metric.get("value") is None:
+        return "-"
+    if metric_type in ("MACS", "PARAMS"):
+        return humanize_count(metric["value"])
+    if metric_type == "MODEL_WEIGHT_MEMORY":
+        return f"{mib(metric['value']):.2f}"
+    return fmt_number(metric["value"])

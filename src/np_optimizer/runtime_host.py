@@ -1,0 +1,36 @@
+"""Run a .pte with this machine's ExecuTorch runtime (XNNPACK and portable kernels; no NPU backends)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.errors import ToolError
+
+__all__ = ["run_pte", "pte_backends"]
+
+
+def pte_backends(pte_path: Path) -> list[str]:
+    """Backend ids of the delegates in a .pte's first execution plan, e.g. ['XnnpackBackend']."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(Path(pte_path).read_bytes()).program
+    return [d.id for d in program.execution_plan[0].delegates]
+
+
+def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
+    from executorch.runtime import Runtime
+
+    runtime = Runtime.get()
+    try:
+        program = runtime.load_program(Path(pte_path))
+        method = program.load_method("forward")
+    except RuntimeError as exc:
+        registered = set(runtime.backend_registry.registered_backend_names)
+        missing = sorted(set(pte_backends(pte_path)) - registered)
+        reason = f"needs backend(s) {', '.join(missing)}, which this runtime lacks" if missing else str(exc)
+        raise ToolError(f"Cannot load {pte_path.name} on this machine: {reason}.",
+                        hint="Only XNNPACK and portable-kernel programs run here.", code="NP-RUN-500") from exc
+    if method is None:
+        raise ToolError(f"{pte_path.name} has no 'forward' method.", hint="Recompile the checkpoint.", code="NP-RUN-500")
+    return list(method.execute(list(inputs)))
