@@ -68,3 +68,26 @@ def cpu_experiment(workspace: Path) -> Path:
 @pytest.fixture
 def npu_experiment(workspace: Path) -> Path:
     return workspace / "sample_npu" / "experiment_01"
+
+
+def make_project(workspace: Path, name: str, *, model: str = "mlp", device: str = "raspberry_pi_5",
+                 steps: str = "go,gq", run_yaml: str | None = None, detail_yaml: str | None = None,
+                 calibration: Path | None = None) -> Path:
+    """A project with one experiment; returns the experiment folder."""
+    from np_optimizer import api
+
+    api.projects_create(name=name, model=model, device=device, cwd=workspace,
+                        calibration_dataset=str(calibration) if calibration else None)
+    record = api.experiments_create(steps=steps, project=name, cwd=workspace)
+    exp = Path(record.path)
+    if run_yaml is not None:
+        (exp / "run.yaml").write_text(run_yaml)
+    if detail_yaml is not None:
+        (exp / "run.detail.yaml").write_text(detail_yaml)
+    return exp
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test session gets its own estimate cache and device-queue folder, never the user's."""
+    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "np-cache"))

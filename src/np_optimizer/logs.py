@@ -104,21 +104,29 @@ def run_logging(log_file: Path, console_write: Callable[[str], None] | None) -> 
 
 @contextlib.contextmanager
 def quiet_native_output(log_file: Path | None) -> Iterator[None]:
-    """Send what native code prints to fds 1 and 2 (cpuinfo lines, Vela tables) to the log file instead.
+    """Send what is printed to fds 1 and 2 (cpuinfo lines, Vela tables, stray prints) to the log file instead.
 
-    Python-level writes go there too while this is active, so the run's console writes through its own dup'ed fd.
+    sys.stdout and sys.stderr are pointed at the redirected fds for the block, so libraries that capture output by
+    file descriptor (MLIA does) work even when the caller's streams have none (pytest, notebooks). The run's console
+    writes through its own dup'ed fd and is not affected.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     target: IO[bytes] = open(log_file, "ab") if log_file else open(os.devnull, "wb")  # noqa: SIM115
     saved = (os.dup(1), os.dup(2))
+    saved_streams = (sys.stdout, sys.stderr)
     try:
         os.dup2(target.fileno(), 1)
         os.dup2(target.fileno(), 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")  # noqa: SIM115
         yield
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = saved_streams
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         os.close(saved[0])

@@ -181,6 +181,7 @@ def fuse_conv_bn(ep: ExportedProgram) -> PassResult:
 # fold_constants
 # ---------------------------------------------------------------------------------------------------------------------
 
+
 def _fold_point(node: Node, value: dict[Node, Any]) -> Node:
     """Where to cut a folded chain: below its trailing view/permute/copy ops, so `permute(w * 2)` becomes
     `permute(<const>)`.
@@ -376,12 +377,14 @@ def cancel_permutes(ep: ExportedProgram) -> PassResult:
 # Registry
 # ---------------------------------------------------------------------------------------------------------------------
 
-# Run order: folding first (a conv weight computed in forward becomes a constant that fusion can use), dead code
-# last (it sweeps what the others leave unused).
+# Run order: each pass clears the way for the next. Dead code first (a conv with a dead second user cannot fuse),
+# folding next (a weight computed in forward becomes a constant fusion can use), then copies (conv->clone->BN,
+# permute->clone->permute), permute pairs (conv->permute pair->BN), and conv+BN fusion last. The graph_optimize step
+# still repeats the list until nothing changes, for cases this order does not foresee.
 PASSES: tuple[tuple[str, Callable[[ExportedProgram], PassResult]], ...] = (
-    ("fold_constants", fold_constants),
-    ("fuse_conv_bn", fuse_conv_bn),
-    ("cancel_permutes", cancel_permutes),
-    ("remove_redundant_copies", remove_redundant_copies),
     ("remove_dead_code", remove_dead_code),
+    ("fold_constants", fold_constants),
+    ("remove_redundant_copies", remove_redundant_copies),
+    ("cancel_permutes", cancel_permutes),
+    ("fuse_conv_bn", fuse_conv_bn),
 )

@@ -105,6 +105,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     output: MethodOutput | None = None
     t0 = time.perf_counter()
     store_cache = cache or EstimateCache()
+    cache_warnings: list[str] = []
     if chosen.cacheable:
         fields = _cache_fields(request, method)
         key = cache_key(fields)
@@ -114,7 +115,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
         else:
             lookup = store_cache.get(key)
             if lookup.warning:
-                log.warning(lookup.warning)
+                cache_warnings.append(lookup.warning)
             if lookup.payload is not None:
                 output = _restore(lookup.payload, work_dir)
                 cache_info.update(reused=True, cached_at=lookup.payload["output"].get("cached_at"))
@@ -131,7 +132,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     result = ProfileResult(
         **base, result_kind=output.result_kind, status=output.status, ended_at=utc_now(),
         metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance,
-        warnings=tuple(output.warnings), notices=tuple(notices), partial=output.partial, cache=cache_info,
+        warnings=tuple(cache_warnings + output.warnings), notices=tuple(notices), partial=output.partial, cache=cache_info,
         timings={"compile_s": round(compile_s, 3), "profile_s": round(time.perf_counter() - t0, 3), **output.timings},
         artifacts={n: str((work_dir / f).relative_to(experiment_root)) for n, f in output.artifacts.items()},
         compile=compile_summary, error=output.error,

@@ -26,6 +26,9 @@ def _worst_error(reference: list[Any], outputs: list[Any]) -> tuple[float, float
     return worst, max(scale, 1e-12)
 
 
+_MAX_ROUNDS = 3
+
+
 @register_step(GraphOptimizeConfig)
 def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcome:
     import torch
@@ -42,27 +45,37 @@ def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcom
     before = {"nodes": node_count(program), "ops": op_histogram(program)}
     applied: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for name, run_pass in PASSES:
-        ctx.progress(f"pass {name}")
-        result = run_pass(program)
-        if not result.changed:
-            applied.append({"pass": name, "outcome": "no change"})
-            continue
-        with torch.no_grad():
-            outputs = [result.ep.module()(*x) for x in inputs]
-        error, scale = _worst_error(reference, outputs)
-        entry = {"pass": name, "nodes_before": node_count(program), "nodes_after": node_count(result.ep),
-                 "max_abs_error": error, "relative_error": error / scale}
-        if error > tolerance * scale:
-            entry["outcome"] = "dropped"
-            warnings.append(f"Pass {name} was dropped: it changed the outputs by {error:.3g} (max abs), more than "
-                            f"the tolerance {tolerance:g} x output scale {scale:.3g}.")
-            ctx.log.warning(warnings[-1])
-        else:
-            entry["outcome"] = "applied"
-            program = result.ep
-            ctx.log.info(f"  {name}: {entry['nodes_before']} -> {entry['nodes_after']} nodes")
-        applied.append(entry)
+    dropped: set[str] = set()
+    for round_ in range(1, _MAX_ROUNDS + 1):  # a pass can expose work for an earlier one: repeat until stable
+        changed_any = False
+        for name, run_pass in PASSES:
+            if name in dropped:
+                continue
+            ctx.progress(f"pass {name} (round {round_})")
+            result = run_pass(program)
+            if not result.changed:
+                if round_ == 1:
+                    applied.append({"pass": name, "round": round_, "outcome": "no change"})
+                continue
+            with torch.no_grad():
+                outputs = [result.ep.module()(*x) for x in inputs]
+            error, scale = _worst_error(reference, outputs)
+            entry = {"pass": name, "round": round_, "nodes_before": node_count(program),
+                     "nodes_after": node_count(result.ep), "max_abs_error": error, "relative_error": error / scale}
+            if error > tolerance * scale:
+                entry["outcome"] = "dropped"
+                dropped.add(name)
+                warnings.append(f"Pass {name} was dropped: it changed the outputs by {error:.3g} (max abs), more "
+                                f"than the tolerance {tolerance:g} x output scale {scale:.3g}.")
+                ctx.log.warning(warnings[-1])
+            else:
+                entry["outcome"] = "applied"
+                program = result.ep
+                changed_any = True
+                ctx.log.info(f"  {name}: {entry['nodes_before']} -> {entry['nodes_after']} nodes")
+            applied.append(entry)
+        if not changed_any:
+            break
     after = {"nodes": node_count(program), "ops": op_histogram(program)}
     changes = {"passes": applied, "before": before, "after": after, "tolerance": tolerance,
                "verified_on": f"example input + {len(calibration.samples)} calibration samples ({calibration.source})"}

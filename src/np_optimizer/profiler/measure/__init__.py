@@ -110,7 +110,7 @@ def failure_from_doc(doc: dict[str, Any], *, where: str, python: str, pte_name: 
         return MeasureFailure(code, message, hint, kind=kind, doc=doc, stderr_tail=stderr_tail)
 
     if kind == "runtime_missing":
-        return failure("NP-DEV-424", f"The Python on {where} ({python}) has no ExecuTorch runtime: {detail}",
+        return failure("NP-DEV-424", f"The Python {python} on {where} has no ExecuTorch runtime: {detail}",
                        "Install torch and executorch (1.4.1) into that Python, or set `python:` for the device in "
                        "devices.yaml to one that has them.")
     if kind == "backend_not_registered":

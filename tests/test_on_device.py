@@ -1,0 +1,275 @@
+"""The on-device (measured) method on `host`, for real: np's compiler makes the .pte, the ExecuTorch runtime runs it in
+a fresh subprocess. Also home of the model helpers the queue and SSH tests share (`mlp_models`, `request_for`)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import logging
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from np_optimizer.compile.result import CompileResult, read_compile_record
+from np_optimizer.device_settings import RemoteDevice
+from np_optimizer.devices import get_device
+from np_optimizer.profiler.methods import get_method
+from np_optimizer.profiler.render import metric_lines
+from np_optimizer.profiler.request import MethodOutput, ProfileRequest
+from np_optimizer.records import ProfileResult
+
+PROGRAM_STATS = {"macs": 82_560, "params": 83_786, "weight_bytes": 335_144}
+
+
+@dataclass(frozen=True)
+class MlpModels:
+    program: Path  # the float .pt2
+    compiled_dir: Path  # compiled for host (XNNPACK)
+    compiled: CompileResult
+
+
+def mlp_models(base: Path) -> MlpModels:
+    """The built-in MLP exported and compiled for `host` by np's own modules; built once per test session."""
+    program, compiled_dir = base / "mlp.pt2", base / "compiled_host"
+    record = read_compile_record(compiled_dir)
+    if record is None or not program.is_file():
+        from np_optimizer.compile import compile_checkpoint
+        from np_optimizer.graph.program_io import export_model, save_program
+        from np_optimizer.models.zoo import build_builtin
+
+        model, example = build_builtin("mlp")
+        save_program(export_model(model, example), program)
+        record = compile_checkpoint(program, get_device("host"), compiled_dir)
+    assert record.status == "ok" and record.pte_file and record.num_delegates >= 1
+    return MlpModels(program, compiled_dir, record)
+
+
+def ethos_u_compiled(base: Path) -> tuple[Path, CompileResult]:
+    """The MLP quantized for Ethos-U and compiled on alif_e8: a .pte with an EthosUBackend delegate."""
+    out = base / "compiled_alif_e8"
+    record = read_compile_record(out)
+    if record is None:
+        from np_optimizer.compile import compile_checkpoint
+        from np_optimizer.graph.program_io import export_model, save_program
+        from np_optimizer.models.zoo import build_builtin
+        from np_optimizer.quantize.pt2e import quantize_program
+
+        model, example = build_builtin("mlp")
+        quantized = quantize_program(export_model(model, example), backend="ethos-u", scheme="W8-A8",
+                                     target="ethos-u85-256", calibration=[example])
+        record = compile_checkpoint(save_program(quantized, base / "mlp_ethos_u_int8.pt2"), get_device("alif_e8"), out)
+    assert record.status == "ok" and record.num_delegates == 1 and record.pte_file
+    return out, record
+
+
+def request_for(models: MlpModels, work_dir: Path, options: dict[str, Any], *, device: str = "host",
+                remote: RemoteDevice | None = None, notices: list[str] | None = None,
+                compiled: CompileResult | None = None, compiled_dir: Path | None = None,
+                program_stats: dict[str, Any] | None = None) -> ProfileRequest:
+    log = logging.getLogger("np.Profiler")
+    return ProfileRequest(
+        checkpoint="INPUT_MODEL", job="00_input_model", program_path=models.program, program_sha256="0" * 64,
+        compiled=compiled or models.compiled, compiled_dir=compiled_dir or models.compiled_dir,
+        device=get_device(device), options=options, work_dir=work_dir, log_file=work_dir / "execution.log", log=log,
+        remote=remote, queue_notice=notices.append if notices is not None else None,
+        program_stats=dict(PROGRAM_STATS if program_stats is None else program_stats))
+
+
+def raw_document(request: ProfileRequest, output: MethodOutput) -> dict[str, Any]:
+    assert output.artifacts == {"raw": "measurement.json"}
+    return dict(json.loads((request.work_dir / output.artifacts["raw"]).read_text()))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> MlpModels:
+    return mlp_models(tmp_path_factory.getbasetemp() / "np-measure-models")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))  # the device queue lives there
+
+
+def _profile(request: ProfileRequest) -> MethodOutput:
+    return get_method("on-device").profile(request)
+
+
+def test_counts_honoured_and_every_figure_labelled(models: MlpModels, tmp_path: Path) -> None:
+    request = request_for(models, tmp_path / "m1", {"num_executions": 9, "warmup": 2, "timeout": 60},
+                          program_stats={"params": 83_786, "weight_bytes": 335_144})
+    output = _profile(request)
+    assert output.status == "SUCCESS" and output.result_kind == "measured" and not output.partial, output.error
+    doc = raw_document(request, output)
+    assert len(doc["samples_ms"]) == 9 and len(doc["warmup_ms"]) == 2  # the raw sample counts
+    assert doc["runs_done"] == doc["runs_asked"] == 9 and doc["warmup_done"] == 2
+
+    by_type = {m.metric_type: m for m in output.metrics}
+    assert set(by_type) == {"LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "PARAMS"}  # no MACs in program_stats
+    assert any(w.startswith("MACS not given") for w in output.warnings)
+    latency = by_type["LATENCY"]
+    assert latency.unit == "ms" and latency.stat == "avg"
+    assert latency.value == pytest.approx(statistics.mean(doc["samples_ms"]))
+    assert "measured" in latency.source and "9 of 9" in latency.source and "1.4.1" in latency.source
+    memory = by_type["MEMORY"]
+    assert memory.unit == "MB" and memory.stat == "peak" and "above its baseline" in memory.source
+    assert memory.value == pytest.approx(doc["memory"]["peak_delta_bytes"] / 2**20) and memory.value > 0
+    assert by_type["MODEL_WEIGHT_MEMORY"].value == 335_144 and by_type["MODEL_WEIGHT_MEMORY"].unit == "B"
+    assert "static count" in by_type["MODEL_WEIGHT_MEMORY"].source and "static" in by_type["PARAMS"].source
+
+    latency_extras = output.extras["latency_ms"]
+    for key in ("avg", "min", "max", "median", "p90", "p99", "stdev", "cov", "outliers"):
+        assert key in latency_extras
+    assert latency_extras["min"] <= latency_extras["median"] <= latency_extras["max"]
+    mem = output.extras["memory"]
+    assert mem["planned_activation_arena_bytes"] > 0 and "static" in mem["planned_activation_arena_source"]
+    assert "after_execute_anon_delta_bytes" in mem and "peak_delta_bytes" in mem["definitions"]
+    window = output.extras["measured_window"]
+    assert set(window) == {"start", "end"} and window["start"] <= window["end"]
+
+    prov = output.provenance
+    assert prov["tool"] == "executorch runtime" and prov["tool_version"].startswith("1.4.1")
+    assert prov["transport"] == "local subprocess" and prov["threads"] >= 1 and prov["cpu_model"]
+    assert (prov["runs_done"], prov["runs_asked"], prov["warmup_done"], prov["timeout_s"]) == (9, 9, 2, 60.0)
+    assert prov["hostname"] and prov["python"]
+    assert output.timings["queue_wait_s"] == pytest.approx(0.0, abs=0.5)
+
+    # the log lines the session prints from this output
+    result = ProfileResult(measurement_id="m1", checkpoint="INPUT_MODEL", job="00_input_model", checkpoint_sha256="",
+                           device="host", runtime="executorch", backend="xnnpack", method="on-device",
+                           result_kind=output.result_kind, trigger="POSTHOC", status=output.status, started_at="",
+                           metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance)
+    lines = metric_lines(result)
+    assert lines[0].startswith("  Latency: ") and "(avg)" in lines[0] and "9 runs" in lines[0]
+    assert lines[1].startswith("  Memory: ") and "peak" in lines[1]
+
+
+def test_timeout_returns_the_runs_done_as_a_partial_result(models: MlpModels, tmp_path: Path) -> None:
+    asked = 10**7  # the MLP runs in ~0.02 ms: ten million runs cannot finish in half a second
+    request = request_for(models, tmp_path / "m2", {"num_executions": asked, "warmup": 1, "timeout": 0.5})
+    output = _profile(request)
+    assert output.status == "SUCCESS" and output.partial is True
+    doc = raw_document(request, output)
+    assert doc["partial"] is True and "timeout" in doc["partial_reason"]
+    assert 0 < doc["runs_done"] < asked and len(doc["samples_ms"]) == doc["runs_done"]
+    assert output.provenance["runs_done"] == doc["runs_done"] and output.provenance["runs_asked"] == asked
+    assert any(w.startswith("Partial result") and f"of {asked}" in w for w in output.warnings)
+    assert output.extras["latency_ms"]["n"] == doc["runs_done"]
+    assert doc["measure_ms"] < 5_000  # bounded by the timeout, not by the runs asked
+
+
+def _bad_compiled(models: MlpModels, folder: Path, pte_bytes: bytes) -> tuple[Path, CompileResult]:
+    """A host compile record whose model.pte holds other bytes: what a damaged or foreign .pte looks like."""
+    folder.mkdir(parents=True)
+    (folder / "model.pte").write_bytes(pte_bytes)
+    return folder, dataclasses.replace(models.compiled, pte_sha256=None)
+
+
+@pytest.mark.parametrize("case", ["ethos_u", "corrupt"])
+def test_a_pte_the_runtime_cannot_load_gives_one_clear_error(models: MlpModels, tmp_path: Path,
+                                                             tmp_path_factory: pytest.TempPathFactory,
+                                                             case: str) -> None:
+    if case == "ethos_u":
+        ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
+        data = (ethos_dir / str(ethos.pte_file)).read_bytes()
+    else:
+        data = bytearray((models.compiled_dir / str(models.compiled.pte_file)).read_bytes())
+        data[4:8] = b"XXXX"  # the flatbuffer's file identifier (ET12)
+        data = bytes(data)
+    folder, compiled = _bad_compiled(models, tmp_path / "compiled", data)
+    request = request_for(models, tmp_path / "m3", {"num_executions": 3}, compiled=compiled, compiled_dir=folder)
+    output = _profile(request)
+    assert output.status == "FAILED" and output.metrics == [] and output.error is not None
+    assert output.error["code"] == "NP-RUN-500"
+    assert set(output.error) == {"code", "message", "hint"}
+    for text in (output.error["message"], output.error["hint"]):
+        assert text and "\n" not in text
+    assert "cannot load model.pte" in output.error["message"]
+    doc = raw_document(request, output)  # the script's document is kept for the runtime log lines
+    assert doc["ok"] is False
+    if case == "ethos_u":
+        assert "EthosUBackend" in output.error["message"] and "mlia" in output.error["hint"]
+        assert doc["error"]["kind"] == "backend_not_registered"
+    else:
+        assert doc["error"]["kind"] == "invalid_pte"
+
+
+def test_an_ethos_u_device_is_refused_before_running(models: MlpModels, tmp_path: Path,
+                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
+    request = request_for(models, tmp_path / "m4", {}, device="alif_e8", compiled=ethos, compiled_dir=ethos_dir)
+    output = _profile(request)
+    assert output.status == "FAILED" and output.error is not None and output.error["code"] == "NP-PRF-422"
+    assert "ethos-u" in output.error["message"] and "mlia" in output.error["hint"]
+
+
+def test_a_device_without_ssh_settings_is_refused(models: MlpModels, tmp_path: Path) -> None:
+    output = _profile(request_for(models, tmp_path / "m5", {}, device="raspberry_pi_5"))
+    assert output.status == "FAILED" and output.error is not None and output.error["code"] == "NP-PRF-424"
+    assert "devices.yaml" in output.error["hint"]
+
+
+def test_a_failed_compile_is_refused(models: MlpModels, tmp_path: Path) -> None:
+    failed = dataclasses.replace(models.compiled, status="failed", reason="boom", pte_file=None)
+    output = _profile(request_for(models, tmp_path / "m6", {}, compiled=failed))
+    assert output.status == "FAILED" and output.error is not None and "boom" in output.error["message"]
+
+
+def test_pte_reader_matches_executorch(models: MlpModels, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from np_optimizer.profiler.measure import measure_pte
+
+    ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
+    for path in (models.compiled_dir / str(models.compiled.pte_file), ethos_dir / str(ethos.pte_file)):
+        ours = measure_pte.read_pte_info(str(path))["execution_plans"]
+        theirs = deserialize_pte_binary(path.read_bytes()).program.execution_plan
+        for mine, plan in zip(ours, theirs, strict=True):
+            assert mine["name"] == plan.name and mine["delegates"] == [d.id for d in plan.delegates]
+            assert mine["non_const_buffer_sizes"] == list(plan.non_const_buffer_sizes)
+            assert len(mine["inputs"]) == len(plan.inputs)
+    assert ours[0]["delegates"] == ["EthosUBackend"]
+    assert models.compiled.planned_arena_bytes == sum(
+        measure_pte.read_pte_info(str(models.compiled_dir / "model.pte"))["execution_plans"][0]
+        ["non_const_buffer_sizes"])
+
+
+def test_the_measuring_script_is_self_contained_and_shipped() -> None:
+    from np_optimizer.profiler.measure import script_path
+
+    path = script_path()
+    assert path.is_file()
+    tree = ast.parse(path.read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.level == 0}
+    assert "np_optimizer" not in imported
+    assert imported <= set(sys.stdlib_module_names) | {"torch", "executorch", "numpy"}
+    assert "profiler/measure/measure_pte.py" in Path(__file__).parents[1].joinpath("pyproject.toml").read_text()
+
+
+def test_importing_the_method_stays_light() -> None:
+    code = ("import sys; import np_optimizer.profiler.methods.on_device, np_optimizer.profiler.measure.queue, "
+            "np_optimizer.profiler.measure.ssh, np_optimizer.profiler.measure.local, "
+            "np_optimizer.profiler.measure.stats; "
+            "heavy = [m for m in ('torch', 'executorch', 'numpy') if m in sys.modules]; assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_script_runs_from_any_folder(models: MlpModels, tmp_path: Path) -> None:
+    # a copy alone in a folder, as on a remote device
+    from np_optimizer.profiler.measure import script_path
+
+    shutil.copy(script_path(), tmp_path / "measure_pte.py")
+    proc = subprocess.run([sys.executable, str(tmp_path / "measure_pte.py"), "--runs", "0",
+                           str(models.compiled_dir / "model.pte")], capture_output=True, text=True, timeout=60)
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 2 and doc["error"]["kind"] == "usage"  # argument checks come before any import
