@@ -141,7 +141,12 @@ def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, tar
         for sample in calibration:
             prepared(*sample)
     converted = convert_pt2e(prepared)
-    return torch.export.export(converted, tuple(calibration[0]))
+    program = torch.export.export(converted, tuple(calibration[0]))
+    # The re-exported program still carries the float weights, unused: drop them so the checkpoint holds only what
+    # it computes with (the .pt2 of the sample CNN shrinks from 713 KB to about 190 KB).
+    from np_optimizer.graph.passes import remove_dead_code
+
+    return remove_dead_code(program).ep
 
 
 _WEIGHTED = ("conv", "linear", "addmm", "mm", "bmm")

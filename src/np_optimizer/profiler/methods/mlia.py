@@ -9,7 +9,6 @@ graph and says that latency and memory are not given.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from np_optimizer.metrics import MetricType as M
@@ -23,12 +22,18 @@ __all__ = ["profile_mlia", "static_counts"]
 _BOUNDARY_OPS = ("quantize_per_tensor", "dequantize_per_tensor")  # the delegate's input/output (de)quantization
 
 
-def static_counts(program_path: Path) -> tuple[int, int, str]:
-    """(MACs, params, convention) counted on the exported graph of a .pt2."""
-    from np_optimizer.graph.program_io import load_program
-    from np_optimizer.graph.stats import MACS_CONVENTION, count_macs, count_params
+def static_counts(request: ProfileRequest) -> tuple[int, int, str]:
+    """(MACs, params, convention) of the exported graph: as its job recorded them for this exact .pt2 (no torch
+    needed), else counted now."""
+    from np_optimizer.graph.stats import MACS_CONVENTION
 
-    program = load_program(program_path)
+    stats = request.program_stats
+    if "macs" in stats and "params" in stats:
+        return int(stats["macs"]), int(stats["params"]), MACS_CONVENTION
+    from np_optimizer.graph.program_io import load_program
+    from np_optimizer.graph.stats import count_macs, count_params
+
+    program = load_program(request.program_path)
     return count_macs(program)[0], count_params(program), MACS_CONVENTION
 
 
@@ -37,7 +42,7 @@ def _graph_source() -> str:
 
 
 def _cpu_scope(request: ProfileRequest) -> MethodOutput:
-    macs, params, convention = static_counts(request.program_path)
+    macs, params, convention = static_counts(request)
     source = _graph_source()
     device = request.device
     warning = (f"MLIA estimates Arm Ethos-U NPUs only, so on {device.name} ({device.runtime}/{device.backend}) the "
@@ -102,7 +107,7 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
     memory_bytes = sum(float(e["memory"]["total_bytes"]) for e in estimates)
     weights = sum(_value(e, "model_weight_memory") for e in estimates)
     macs = sum(_value(e, "nn_macs") for e in estimates)
-    _macs, params, convention = static_counts(request.program_path)
+    _macs, params, convention = static_counts(request)
     clock = first["core_clock_hz"]
     tool = f"MLIA {first['mlia_version']} / Vela {first['vela_version']}"
     where = f"{first['target_profile']} @ {clock / 1e6:g} MHz"

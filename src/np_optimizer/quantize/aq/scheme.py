@@ -194,7 +194,8 @@ def quantize_weight(w: torch.Tensor, scale: torch.Tensor, wq: WeightQuant) -> to
     from torchao.quantization.quant_primitives import quantize_affine
 
     scale2d = scale.reshape(w.shape[0], -1).float()
-    return quantize_affine(w.detach().float(), _block_size(w, wq), scale2d, None, torch.int8, wq.qmin, wq.qmax)
+    zero_point = torch.zeros(scale2d.shape, dtype=torch.int32)
+    return quantize_affine(w.detach().float(), _block_size(w, wq), scale2d, zero_point, torch.int8, wq.qmin, wq.qmax)
 
 
 def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, wq: WeightQuant) -> torch.Tensor:

@@ -1,0 +1,106 @@
+"""AWQ, activation-aware weight quantization (Lin et al., 2024).
+
+1. Scale search: torchao's `torchao.prototype.awq.core.AWQObserver` — per input channel s = mean|X|^r (normalized),
+   r on a grid of 20 in [0, 1), keeping the s whose quantized layer `linear(X / s, Q(W * s))` is nearest the float
+   output. Its quantizer is np's (`scheme.fake_quantize_weight`), plugged in as a torchao base config, so the search
+   sees the exact int4/int8 grid and group size the layer will get.
+2. Clip search (`parameters.clip`, np's implementation of llm-awq's `auto_clip_layer`): per output channel and
+   group, shrink the range to a ratio in [0.5, 1] that minimizes the group's output error on 512 calibration rows.
+   As in llm-awq, q/k projections are not clipped.
+
+Why not torchao's `AWQConfig` end to end: its convert step needs a weight tensor subclass with `act_pre_scale`
+(`Int4Tensor`, which needs the CUDA-only `mslk` package, or `Int8Tensor`, which exports to `aten._int_mm` that
+ExecuTorch cannot lower; measured with torchao 0.18 / ExecuTorch 1.4.1). The equalization 1/s is applied instead
+as an explicit per-channel multiply in front of an XNNPACK-lowerable quantized linear (modules.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torchao.core.config import AOBaseConfig
+from torchao.quantization.transform_module import register_quantize_module_handler
+from torchao.utils import DummyModule
+
+from np_optimizer.quantize.aq.registry import LayerInput, LayerQuant, register_algorithm
+from np_optimizer.quantize.aq.scheme import (
+    WeightQuant,
+    _absmax_to_scale,
+    fake_quantize_weight,
+    quantize_weight,
+    weight_scale,
+)
+
+__all__ = ["awq", "auto_clip"]
+
+_NO_CLIP = ("q_proj", "k_proj", "query", "key", "Wqkv", "qkv")
+
+
+@dataclass
+class NpFakeQuantConfig(AOBaseConfig):
+    """A torchao base config whose handler rounds a weight with np's quantizer and returns it in float."""
+
+    wq: WeightQuant
+
+
+@register_quantize_module_handler(NpFakeQuantConfig)
+def _fake_quant(module: torch.nn.Module, config: NpFakeQuantConfig) -> torch.nn.Module:
+    return DummyModule(fake_quantize_weight(module.weight, config.wq))
+
+
+def auto_clip(weight: torch.Tensor, inputs: torch.Tensor, wq: WeightQuant, *, grid: int = 20,
+              tokens: int = 512, chunk: int = 64) -> torch.Tensor:
+    """Per [out, group] the clipped absmax (ratio 1.0 down to 0.5 of the full one) of least output error."""
+    out_features, in_features = weight.shape
+    block = wq.block(int(in_features))
+    groups = in_features // block
+    if inputs.shape[0] > tokens:
+        inputs = inputs[torch.linspace(0, inputs.shape[0] - 1, tokens).round().long()]
+    x = inputs.reshape(1, -1, groups, block)
+    best_all = []
+    ratios = [1.0 - 0.5 * i / grid for i in range(grid)]
+    for start in range(0, out_features, chunk):
+        w = weight[start:start + chunk].reshape(-1, 1, groups, block)
+        full = w.abs().amax(-1, keepdim=True)
+        reference = (x * w).sum(-1)
+        best = full.clone()
+        best_err = torch.full(full.shape, float("inf"))
+        for ratio in ratios:
+            absmax = full * ratio
+            scale = _absmax_to_scale(absmax, wq)
+            q = torch.clamp(torch.round(torch.clamp(w, -absmax, absmax) / scale), wq.qmin, wq.qmax) * scale
+            err = ((x * q).sum(-1) - reference).pow(2).mean(1, keepdim=True).unsqueeze(-1)
+            better = err < best_err
+            best = torch.where(better, absmax, best)
+            best_err = torch.where(better, err, best_err)
+        best_all.append(best.reshape(-1, groups))
+    return torch.cat(best_all, 0)
+
+
+@register_algorithm("AWQ", implementation="torchao.prototype.awq AWQObserver (activation-aware scale search) + np's "
+                                          "implementation of AWQ's clip search (llm-awq auto_clip)")
+def awq(layer: LayerInput) -> LayerQuant:
+    from torchao.prototype.awq.core import AWQObserver
+
+    weight, inputs = layer.weight, layer.stats.inputs
+    observer = AWQObserver(weight, layer.bias, NpFakeQuantConfig(layer.wq), layer.params.awq_grid)
+    observer.inputs = [inputs]
+    with torch.no_grad():
+        scales = observer.calculate_qparams().float()
+    scales = torch.where(torch.isfinite(scales) & (scales > 0), scales, torch.ones_like(scales))
+    scaled = weight * scales.unsqueeze(0)
+    info: dict[str, object] = {"scale_min": round(float(scales.min()), 4), "scale_max": round(float(scales.max()), 4)}
+    clip = layer.params.clip and not any(key in layer.name.rsplit(".", 1)[-1] for key in _NO_CLIP)
+    if clip:
+        absmax = auto_clip(scaled, inputs / scales.unsqueeze(0), layer.wq, grid=layer.params.awq_clip_grid,
+                           tokens=layer.params.awq_clip_tokens)
+        full = scaled.abs().reshape(absmax.shape[0], absmax.shape[1], -1).amax(-1)
+        scale = _absmax_to_scale(absmax, layer.wq)
+        if layer.wq.group_size is None:
+            scale = scale.squeeze(1)
+        info["clip_ratio_mean"] = round(float((absmax / full.clamp(min=1e-12)).mean()), 4)
+    else:
+        scale = weight_scale(scaled, layer.wq)
+        info["clip"] = "off" if not layer.params.clip else "skipped (q/k projection, as llm-awq)"
+    return LayerQuant(quantize_weight(scaled, scale, layer.wq), scale, smooth=1.0 / scales, info=info)
