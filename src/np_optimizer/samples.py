@@ -21,4 +21,6 @@ SAMPLE_PROJECTS: tuple[SampleProject, ...] = (
                   "Small residual CNN for a Raspberry Pi 5 (ExecuTorch + XNNPACK)."),
     SampleProject("sample_npu", "small_cnn", "alif_e8", ("go", "gq"),
                   "Small residual CNN for an Alif E8 (ExecuTorch + Ethos-U85-256)."),
+    SampleProject("sample_llm", "tiny_llm", "raspberry_pi_5", ("aq", "go", "gq"),
+                  "Tiny Llama-style language model for a Raspberry Pi 5: AWQ W4-A8_dynamic, then GO and GQ."),
 )

@@ -97,7 +97,7 @@ def _values(row: Any) -> dict[str, Any]:
     latency, memory, macs, params, snr = (row.value(t) for t in ("LATENCY", "MEMORY", "MACS", "PARAMS", "SNR"))
     cells = [fmt_number(latency) if latency is not None else "-", fmt_number(memory) if memory is not None else "-",
              humanize_count(macs) if macs is not None else "-", humanize_count(params) if params is not None else "-",
-             f"{snr:.2f}" if snr is not None else ("identical" if row.metrics.get("SNR", {}).get("identical") else "-")]
+             "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}")]
     plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr)]
     return {"cells": cells, "plain": plain,
             "metrics": [{"metric_type": m["metric_type"], "value": m.get("value"), "unit": m.get("unit")}

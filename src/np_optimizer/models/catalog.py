@@ -24,6 +24,8 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
     BuiltinModel("mobilenet_v2_tiny", "MobileNetV2-style net (inverted residuals, depthwise convs, ReLU6)",
                  "image classification", "float32[1, 3, 96, 96]", "mobilenet_v2_tiny"),
     BuiltinModel("mlp", "Three-layer MLP (64 -> 256 -> 256 -> 10)", "tabular classification", "float32[1, 64]", "mlp"),
+    BuiltinModel("tiny_llm", "Llama-style decoder (2 layers, dim 128, RMSNorm, RoPE, SwiGLU, byte vocab 256)",
+                 "text generation", "int64[1, 32] token ids", "tiny_llm"),
 )
 
 _BY_NAME = {m.name: m for m in BUILTIN_MODELS}
@@ -34,7 +36,8 @@ def get_builtin(name: str) -> BuiltinModel:
     if model is None:
         raise NotFoundError(
             f"Unknown built-in model '{name}'.",
-            hint=f"Built-in models: {', '.join(_BY_NAME)} (`np models ls`), or pass a .pt2 file or file.py:factory.",
+            hint=f"Built-in models: {', '.join(_BY_NAME)} (`np models ls`), or pass a .pt2 file, file.py:factory "
+                 "or a Hugging Face model folder.",
             code="NP-MDL-404",
         )
     return model

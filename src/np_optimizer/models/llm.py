@@ -224,9 +224,11 @@ def build_tiny_llm(seed: int = 0, *, config: TinyLlamaConfig | None = None, outl
                    outlier_scale: float = 64.0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """tiny_llm in eval mode with seeded weights, and its example input (the first window of EXAMPLE_TEXT).
 
-    `outlier_channels` > 0 builds the variant with activation outliers that real LLMs show: those few channels of
-    every RMSNorm weight (the same channels in each) are multiplied by `outlier_scale`, so every Linear fed by a norm
-    (q/k/v, gate/up, lm_head) sees input channels ~`outlier_scale` times larger than the rest.
+    `outlier_channels` > 0 builds the same function with the activation outliers real LLMs show: in every RMSNorm
+    those few channels (the same ones everywhere) are multiplied by `outlier_scale`, and the matching input columns of
+    the Linear layers the norm feeds (q/k/v, gate/up, lm_head) are divided by it. The float outputs do not change
+    (up to rounding), but every such Linear sees a few input channels ~`outlier_scale` times larger than the rest,
+    multiplied by weights that much smaller: the case AWQ, GPTQ and SmoothQuant were made for.
     """
     import torch
 
@@ -241,9 +243,15 @@ def build_tiny_llm(seed: int = 0, *, config: TinyLlamaConfig | None = None, outl
                 param.copy_(1.0 + 0.2 * torch.randn(param.shape, generator=generator))
         if outlier_channels > 0:
             channels = torch.randperm(cfg.dim, generator=generator)[:outlier_channels]
-            for name, param in model.named_parameters():
-                if name.endswith("layernorm.weight") or name == "norm.weight":
-                    param[channels] *= outlier_scale
+            fed = [(block.input_layernorm, (block.self_attn.q_proj, block.self_attn.k_proj, block.self_attn.v_proj))
+                   for block in model.layers]
+            fed += [(block.post_attention_layernorm, (block.mlp.gate_proj, block.mlp.up_proj))
+                    for block in model.layers]
+            fed.append((model.norm, (model.lm_head,)))
+            for norm, linears in fed:
+                norm.weight[channels] *= outlier_scale
+                for linear in linears:
+                    linear.weight[:, channels] /= outlier_scale
     ids = encode(EXAMPLE_TEXT)[:cfg.seq_len]
     return model.eval(), (torch.tensor([ids], dtype=torch.int64),)
 

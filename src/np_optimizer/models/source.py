@@ -1,4 +1,5 @@
-"""The three ways to give a model (built-in name, .pt2 file, file.py:factory): copy into a project, load back.
+"""The ways to give a model (built-in name, .pt2 file, file.py:factory, Hugging Face folder): copy into a project,
+load back.
 
 Copying checks what it can without importing torch (the file exists, is a .pt2 archive, defines the factory);
 loading, which runs the user's code or reads the archive, happens at graph extraction.
@@ -25,7 +26,7 @@ __all__ = ["ModelSpec", "copy_model_into", "load_model", "sha256_file"]
 
 @dataclass(frozen=True)
 class ModelSpec:
-    kind: str  # "builtin" | "pt2" | "factory"
+    kind: str  # "builtin" | "pt2" | "factory" | "hf" (a Hugging Face model folder, copied to model/hf/)
     name: str
     file: str | None = None  # relative to the project folder
     factory: str | None = None
@@ -79,11 +80,34 @@ def copy_model_into(arg: str, project_root: Path) -> ModelSpec:
         model_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, model_dir / "model.pt2")
         return ModelSpec("pt2", name=source.stem, file="model/model.pt2", source=arg, sha256=sha256_file(source))
+    if Path(arg).is_dir():
+        return _copy_hf_folder(Path(arg), arg, model_dir)
     if arg.endswith(".py") or Path(arg).suffix:
         raise ModelError(f"Cannot tell what model '{arg}' is.",
-                         hint="Pass a built-in name (`np models ls`), a .pt2 file, or file.py:factory.")
+                         hint="Pass a built-in name (`np models ls`), a .pt2 file, file.py:factory, or a Hugging "
+                              "Face model folder (config.json + weights).")
     builtin = get_builtin(arg)
     return ModelSpec("builtin", name=builtin.name, source=arg)
+
+
+def _copy_hf_folder(source: Path, arg: str, model_dir: Path) -> ModelSpec:
+    """A Hugging Face model folder (config.json + weights) copied to <project>/model/hf/; loaded offline later."""
+    from np_optimizer.models.llm import HF_PIN, check_hf_folder, hf_unavailable_reason
+
+    config = check_hf_folder(source)
+    reason = hf_unavailable_reason()
+    if reason:
+        raise ModelError(reason, hint=f"Install it (`pip install {HF_PIN}`), then create the project again.",
+                         code="NP-MDL-501")
+    target = model_dir / "hf"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, target)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in target.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(target)).encode())
+        digest.update(sha256_file(path).encode())
+    name = str(config.get("_name_or_path") or "").rstrip("/").rsplit("/", 1)[-1] or source.resolve().name
+    return ModelSpec("hf", name=name, file="model/hf", source=arg, sha256=digest.hexdigest())
 
 
 def _check_defines(source: Path, name: str) -> None:
@@ -117,6 +141,15 @@ def load_model(spec: ModelSpec, project_root: Path) -> LoadedModel:
         module, inputs = build_builtin(spec.name, spec.seed)
         return LoadedModel(module, None, inputs)
     path = project_root / (spec.file or "model")
+    if spec.kind == "hf":
+        if not spec.file or not (path / "config.json").is_file():
+            raise NotFoundError(f"The project's model folder {path} is missing or has no config.json.",
+                                hint="Recreate the project with `np projects create --model path/to/folder`.",
+                                code="NP-MDL-404")
+        from np_optimizer.models.llm import load_hf_folder
+
+        module, inputs = load_hf_folder(path)
+        return LoadedModel(module, None, inputs)
     if not spec.file or not path.is_file():
         raise NotFoundError(f"The project's model file {path} is missing.",
                             hint="Recreate the project with `np projects create --model ...`.", code="NP-MDL-404")

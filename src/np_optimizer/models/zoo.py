@@ -123,10 +123,17 @@ def mlp(seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _built(MLP(), (1, 64), seed)
 
 
+def tiny_llm(seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    from np_optimizer.models.llm import build_tiny_llm
+
+    return build_tiny_llm(seed)
+
+
 _BUILDERS: dict[str, Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "small_cnn": small_cnn,
     "mobilenet_v2_tiny": mobilenet_v2_tiny,
     "mlp": mlp,
+    "tiny_llm": tiny_llm,
 }
 
 

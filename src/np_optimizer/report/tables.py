@@ -73,13 +73,23 @@ def _gives(row: PipelineRow, metric_type: str, device_name: str) -> bool:
     return support is None or metric_type in {str(m) for m in support.metrics}
 
 
+def _expected(report: ExperimentReport) -> set[str]:
+    """Metrics the experiment's profiling combination gives (so a running experiment already shows their columns),
+    plus SNR when there are steps to compare with INPUT_MODEL."""
+    expected = {"SNR"} if any(r.checkpoint != "INPUT_MODEL" for r in report.rows) else set()
+    device = _BY_NAME.get(report.experiment.get("device", ""))
+    support = device.method(report.method) if device is not None and report.method else None
+    if report.profiling_enabled and support is not None:
+        expected |= {str(m) for m in support.metrics}
+    return expected
+
+
 def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: list[Condition]) -> Table:
     experiment = report.experiment
     device_name = experiment.get("device", "")
     rows = apply_filter(report.rows, conditions, lambda r, t: r.value(t))
     rows = apply_sort(rows, sort, lambda r, t: r.value(t))
-    shown = [c for c in _COLUMNS if any(r.value(c[1]) is not None or c[1] == "SNR" and "SNR" in r.metrics
-                                        for r in report.rows)]
+    shown = [c for c in _COLUMNS if c[1] in _expected(report) or any(r.value(c[1]) is not None for r in report.rows)]
     lowered = any(r.value("PTE_SIZE") for r in report.rows)
     xnnpack = experiment.get("backend") == "xnnpack"
     methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows

@@ -23,7 +23,7 @@ def register_step(config_type: type) -> Callable[[StepFunction], StepFunction]:
 
 def step_function(config: Any) -> StepFunction:
     """The function registered for this config's type (importing the step modules registers them)."""
-    from np_optimizer.pipeline.steps import graph_optimize, graph_quantize  # noqa: F401
+    from np_optimizer.pipeline.steps import advanced_quantize, graph_optimize, graph_quantize  # noqa: F401
 
     try:
         return _STEPS[type(config)]

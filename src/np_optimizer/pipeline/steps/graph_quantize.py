@@ -26,31 +26,45 @@ def _snr(program: ExportedProgram, inputs: list[Any], reference: list[Any]) -> f
 
 @register_step(GraphQuantizeConfig)
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
+    from np_optimizer.quantize.aq.program import aq_layers
     from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
 
     device = ctx.run.device
+    # Linear layers advanced_quantize already quantized stay as they are: the PT2E quantizer must not annotate them.
+    prequantized = aq_layers(ctx.program)
+    aq_keep = frozenset(row["module"] for row in prequantized)
     calibration = ctx.run.calibration(int(ctx.options["calibration"]["num_samples"]))
     for warning in calibration.warnings:
         ctx.log.warning(warning)
 
     def quantize(keep_float: frozenset[str] = frozenset()) -> ExportedProgram:
         return quantize_program(ctx.program, backend=device.backend, scheme=config.scheme, target=device.mlia_target,
-                                calibration=calibration.samples, keep_float=keep_float)
+                                calibration=calibration.samples, keep_float=keep_float | aq_keep)
 
     ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
     program = quantize()
     changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
                                "calibration": {"samples": len(calibration.samples), "source": calibration.source}}
+    if prequantized:
+        changes["advanced_quantize_layers"] = {
+            "kept_as_is": [row["module"] for row in prequantized], "count": len(prequantized),
+            "how": "passed to the PT2E quantizer as keep_float (not annotated, not observed, weights untouched)"}
     if config.automatic_mixed_precision == "GREEDY":
-        program, changes["amp"] = _greedy(ctx, quantize, program)
+        program, changes["amp"] = _greedy(ctx, quantize, program, skip=aq_keep)
     layers = quantized_layers(program)
+    by_node = {row["node"]: row for row in aq_layers(program)}
+    for row in layers:  # describe the advanced_quantize layers from their own q/dq ops (int4 groups, per-token)
+        if row["node"] in by_node:
+            row.update(weight=by_node[row["node"]]["weight"], activation=by_node[row["node"]]["activation"],
+                       source="advanced_quantize")
     changes["layers"] = layers
     changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
     changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
     return StepOutcome(program=program, changes=changes, warnings=list(calibration.warnings))
 
 
-def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram) -> tuple[ExportedProgram, dict[str, Any]]:
+def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram,
+            skip: frozenset[str] = frozenset()) -> tuple[ExportedProgram, dict[str, Any]]:
     """Keep in float, one at a time, the layers whose quantization costs the most output SNR, until the target SNR.
 
     Sensitivity of a layer = SNR of the model with only that layer left in float; layers are added in order of
@@ -74,7 +88,7 @@ def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram) -> tuple[Exp
         record["result"] = f"target met with every layer quantized ({snr_all:.2f} dB)"
         record["achieved_snr_db"] = round(snr_all, 3)
         return full, record
-    modules = list(dict.fromkeys(module for _node, module in weighted_layers(ctx.program)))
+    modules = list(dict.fromkeys(module for _node, module in weighted_layers(ctx.program) if module not in skip))
     sensitivity = []
     for index, module in enumerate(modules, 1):
         ctx.progress(f"GREEDY sensitivity {index}/{len(modules)}: {module}")
