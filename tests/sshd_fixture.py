@@ -113,10 +113,11 @@ class SshServer:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 return server
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline:
                     server.stop()
-                    raise RuntimeError(f"sshd did not listen on port {port} within {timeout:g} s: {server.log_text()}")
+                    raise RuntimeError(f"sshd did not listen on port {port} within {timeout:g} s: "
+                                       f"{server.log_text()}") from exc
                 time.sleep(0.05)
 
     def log_text(self) -> str:

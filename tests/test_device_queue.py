@@ -204,3 +204,23 @@ def test_in_process_lock_and_duration_history(tmp_path: Path) -> None:
     assert seconds == pytest.approx(2.0 + 33 * 0.1) and "earlier" in how
     assert expected_duration("x", "sha", runs=10**6, warmup=0, timeout_s=7, directory=tmp_path)[0] == \
         pytest.approx(2.0 + 7)  # the timeout caps the measuring part
+
+
+def test_queue_messages_as_the_user_sees_them(models: MlpModels, tmp_path: Path) -> None:
+    from test_on_device import request_for
+
+    from np_optimizer.profiler.methods.on_device import _QueueReporter
+
+    notices: list[str] = []
+    reporter = _QueueReporter(request_for(models, tmp_path, {}, notices=notices), "host")
+    holder = {"pid": 4242, "label": "input_model of 00_input_model (np pid 4242)"}
+    reporter(QueueStatus("acquired", "host", immediate=True))  # no wait: nothing to say
+    reporter(QueueStatus("waiting", "host", place=2, estimated_wait_s=12.4, holder=holder))
+    reporter(QueueStatus("wait_exceeds_estimate", "host", place=1, estimated_wait_s=12.4, waited_s=20.2,
+                         holder=holder, holder_overdue=True, new_estimate_s=3.0))
+    reporter(QueueStatus("acquired", "host", waited_s=24.0))
+    assert notices[0] == ("Device host is busy with input_model of 00_input_model (np pid 4242): this measurement is "
+                          "number 2 in the queue, estimated wait 12 s. The timeout starts when it runs.")
+    assert notices[1].startswith("Warning: The wait for device host (20 s) has grown beyond the estimate of 12 s")
+    assert notices[2] == "Device host is free after 24.0 s in the queue; measuring now."
+    assert len(notices) == 3 and reporter.warnings == [notices[1].removeprefix("Warning: ")]

@@ -9,8 +9,7 @@ import statistics
 import numpy as np
 import pytest
 
-from np_optimizer.profiler.measure import MeasureOptions, failure_from_doc, parse_document, script_args
-from np_optimizer.profiler.measure import stats
+from np_optimizer.profiler.measure import MeasureOptions, failure_from_doc, parse_document, script_args, stats
 from np_optimizer.profiler.measure.ssh import SshTarget, classify_ssh_failure
 from np_optimizer.profiler.methods.on_device import measure_options
 

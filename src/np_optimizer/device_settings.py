@@ -6,6 +6,7 @@
         port: 22
         python: /home/pi/et/bin/python   # a Python with the ExecuTorch runtime
         identity_file: ~/.ssh/id_ed25519
+        known_hosts: ~/.ssh/known_hosts   # optional
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from np_optimizer.errors import ConfigError
 
 __all__ = ["RemoteDevice", "load_remote_devices"]
 
-_KEYS = ("ssh", "port", "python", "identity_file", "work_dir", "connect_timeout")
+_KEYS = ("ssh", "port", "python", "identity_file", "known_hosts", "work_dir", "connect_timeout")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class RemoteDevice:
     port: int = 22
     python: str = "python3"
     identity_file: str | None = None
+    known_hosts: str | None = None  # default: ssh's own (~/.ssh/known_hosts)
     work_dir: str = "/tmp/np-measure"
     connect_timeout: int = 10
 
@@ -63,6 +65,7 @@ def load_remote_devices(devices_file: Path | None) -> dict[str, RemoteDevice]:
             port=int(settings.get("port", 22)),
             python=str(settings.get("python", "python3")),
             identity_file=str(settings["identity_file"]) if settings.get("identity_file") else None,
+            known_hosts=str(settings["known_hosts"]) if settings.get("known_hosts") else None,
             work_dir=str(settings.get("work_dir", "/tmp/np-measure")),
             connect_timeout=int(settings.get("connect_timeout", 10)),
         )

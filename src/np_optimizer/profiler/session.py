@@ -98,7 +98,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     request = ProfileRequest(checkpoint=checkpoint.name, job=checkpoint.job, program_path=checkpoint.path,
                              program_sha256=checkpoint.sha256, compiled=compiled, compiled_dir=compiled_dir,
                              device=device, options=options, work_dir=work_dir, log_file=log_file, log=log,
-                             remote=remote, queue_notice=log.info)
+                             remote=remote, queue_notice=_queue_notice(log))
     request.program_stats = _program_stats(job_dir, checkpoint.sha256)
     chosen = get_method(method)
     cache_info: dict[str, Any] = {"reused": False, "key": None}
@@ -149,6 +149,18 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
             log.warning(f"  {warning}")
             seen.add(warning)
     return result
+
+
+def _queue_notice(log: logging.Logger) -> Callable[[str], None]:
+    """Device-queue messages: the place and wait as INFO, a wait that overran its estimate as WARN."""
+
+    def notice(text: str) -> None:
+        if text.startswith("Warning:"):
+            log.warning(text.removeprefix("Warning:").strip())
+        else:
+            log.info(text)
+
+    return notice
 
 
 def _program_stats(job_dir: Path, program_sha256: str) -> dict[str, Any]:

@@ -73,7 +73,8 @@ def script_path() -> Path:
 
 def script_args(options: MeasureOptions) -> list[str]:
     """Command-line options of measure_pte.py for `options` (the .pte path comes first, added by the caller)."""
-    args = ["--warmup", str(options.warmup), "--runs", str(options.num_executions), "--timeout", f"{options.timeout_s:g}",
+    args = ["--warmup", str(options.warmup), "--runs", str(options.num_executions),
+            "--timeout", f"{options.timeout_s:g}",
             "--kill-grace", f"{options.kill_grace_s:g}", "--load-timeout", f"{options.load_timeout_s:g}"]
     if options.threads:
         args += ["--threads", str(options.threads)]

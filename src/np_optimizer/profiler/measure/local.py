@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from np_optimizer.profiler.measure import (
-    Measurement,
     MeasureFailure,
+    Measurement,
     MeasureOptions,
     failure_from_doc,
     parse_document,

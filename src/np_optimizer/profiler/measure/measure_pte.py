@@ -482,7 +482,8 @@ def run_worker(args, em):
             from executorch.extension.pybindings import portable_lib as rt
             runtime["api"] = "executorch.extension.pybindings.portable_lib"
         except ImportError:
-            raise MeasureError("runtime_missing", "this Python has no ExecuTorch runtime (%s): %s" % (sys.executable, e))
+            raise MeasureError("runtime_missing",
+                               "this Python has no ExecuTorch runtime (%s): %s" % (sys.executable, e))
     import_ms = (time.perf_counter() - t0) * 1e3
     try:
         from executorch.version import __version__ as et_version
@@ -539,7 +540,8 @@ def run_worker(args, em):
             specs = []
             for i, inp in enumerate(plan["inputs"]):
                 if inp["kind"] != "tensor":
-                    raise MeasureError("input_error", "input %d of %s is a %s, not a tensor: give --inputs" % (i, args.method, inp["kind"]))
+                    raise MeasureError("input_error", "input %d of %s is a %s, not a tensor: give --inputs"
+                                       % (i, args.method, inp["kind"]))
                 specs.append((inp["shape"], inp["dtype"]))
             source = "pte"
         else:
@@ -565,7 +567,8 @@ def run_worker(args, em):
     except Exception:
         pass
     if names and args.method not in names:
-        raise MeasureError("method_not_found", "method %r not in the program (methods: %s)" % (args.method, ", ".join(names)))
+        raise MeasureError("method_not_found",
+                           "method %r not in the program (methods: %s)" % (args.method, ", ".join(names)))
     try:
         method = program.load_method(args.method)
     except Exception as e:
@@ -583,12 +586,14 @@ def run_worker(args, em):
         warnings.append("inputs were built after the memory baseline (the .pte could not be parsed)")
         inputs = make_inputs(torch, [(m["shape"], m["dtype"]) for m in meta_inputs], args.seed, args.int_range)
     if len(inputs) != len(meta_inputs):
-        raise MeasureError("input_error", "method %s takes %d inputs, %d given" % (args.method, len(meta_inputs), len(inputs)),
+        raise MeasureError("input_error",
+                           "method %s takes %d inputs, %d given" % (args.method, len(meta_inputs), len(inputs)),
                            expected=meta_inputs)
     for i, (t, m) in enumerate(zip(inputs, meta_inputs)):
         d = describe(torch, t)
         if d["dtype"] != m["dtype"]:
-            raise MeasureError("input_error", "input %d: dtype %s given, the method expects %s" % (i, d["dtype"], m["dtype"]),
+            raise MeasureError("input_error",
+                               "input %d: dtype %s given, the method expects %s" % (i, d["dtype"], m["dtype"]),
                                expected=meta_inputs)
         static = plan is not None and i < len(plan["inputs"]) and plan["inputs"][i].get("shape_dynamism") == "static"
         if d["shape"] != m["shape"] and static:
@@ -665,7 +670,8 @@ def run_worker(args, em):
         memory["definitions"] = DEFINITIONS
     else:
         memory["available"] = False
-    memory["status_kb"] = {"baseline": st_base, "after_load": st_load, "before_execute": st_pre, "after_execute": st_exec}
+    memory["status_kb"] = {"baseline": st_base, "after_load": st_load, "before_execute": st_pre,
+                           "after_execute": st_exec}
     em.emit({"ev": "end", "partial": partial, "partial_reason": reason, "warmup_done": warm_done,
              "runs_done": runs_done, "measure_ms": (t_end - t_begin) / 1e6, "measure_start": m_start,
              "measure_end": now_stamp(), "memory": memory, "outputs": outputs}, force=True)
@@ -752,7 +758,7 @@ def assemble(args, events, started, error=None, runtime_log=None, extra_partial_
 
 
 def log_tail(text, n=40):
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     return lines[-n:]
 
 
@@ -887,7 +893,7 @@ def main_supervisor(args, argv):
     have_end = any(e.get("ev") == "end" for e in events)
     if worker_error is not None:
         if worker_error["kind"] in ("load_failed", "invalid_pte", "backend_not_registered", "execute_failed"):
-            worker_error["runtime_log"] = [l for l in tail if "cpuinfo" not in l][-10:]
+            worker_error["runtime_log"] = [ln for ln in tail if "cpuinfo" not in ln][-10:]
         doc = assemble(args, events, started, error=worker_error, runtime_log=tail)
         rc = EXIT.get(worker_error["kind"], 10)
     elif have_end:
@@ -941,7 +947,8 @@ def build_parser():
     p.add_argument("--int-range", type=int_range, default=(0, 10), help="LO:HI of generated integer inputs (0:10)")
     p.add_argument("--inputs", default=None, help=".pt (tensor or list of tensors), .npy or .npz file")
     p.add_argument("--no-guard", action="store_true", help="one process: no supervisor (a hung call hangs)")
-    p.add_argument("--kill-grace", type=float, default=10.0, help="supervisor: seconds past the timeout before a hung call is killed")
+    p.add_argument("--kill-grace", type=float, default=10.0,
+                   help="supervisor: seconds past the timeout before a hung call is killed")
     p.add_argument("--load-timeout", type=float, default=600.0, help="supervisor: seconds allowed for imports + load")
     p.add_argument("--pretty", action="store_true", help="indent the JSON document")
     p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
@@ -958,7 +965,8 @@ def main(argv=None):
         if args.threads is not None and args.threads < 1:
             raise MeasureError("usage", "--threads must be >= 1")
     except MeasureError as e:
-        doc = {"schema": SCHEMA, "ok": False, "error": error_dict(e), "timestamps": {"start": started, "end": now_stamp()},
+        doc = {"schema": SCHEMA, "ok": False, "error": error_dict(e),
+               "timestamps": {"start": started, "end": now_stamp()},
                "exit_code": EXIT["usage"]}
         print_doc(doc, sys.stdout)
         return EXIT["usage"]

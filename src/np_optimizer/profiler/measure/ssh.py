@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from np_optimizer.profiler.measure import (
-    Measurement,
     MeasureFailure,
+    Measurement,
     MeasureOptions,
     failure_from_doc,
     parse_document,
@@ -111,7 +111,7 @@ def target_for(remote: RemoteDevice) -> SshTarget:
     """The SSH target of a device entry of devices.yaml."""
     user, _, host = remote.destination.rpartition("@")
     return SshTarget(host=host, user=user or None, port=remote.port, identity_file=remote.identity_file,
-                     known_hosts=os.environ.get("NP_SSH_KNOWN_HOSTS") or None,
+                     known_hosts=remote.known_hosts or os.environ.get("NP_SSH_KNOWN_HOSTS") or None,
                      ssh_config=os.environ.get("NP_SSH_CONFIG") or None, connect_timeout=remote.connect_timeout)
 
 

@@ -129,7 +129,7 @@ def summarize(samples_ms: Sequence[float], warmup_ms: Sequence[float] | None = N
         res["warnings"].append(f"high spread: CoV {cov * 100:.1f}% > {COV_WARN * 100:.0f}% (a busy machine? compare "
                                "medians, or measure again)")
     if n < P99_MIN_SAMPLES:
-        res["p99_note"] = f"with {n} samples p99 is close to the max; it needs >= {P99_MIN_SAMPLES} samples to mean much"
+        res["p99_note"] = f"with {n} samples p99 is close to the max; it means much only from {P99_MIN_SAMPLES} samples"
     if warmup_ms:
         w = [float(x) for x in warmup_ms]
         res["warmup"] = {"n": len(w), "first": w[0], "first_ratio_to_median": w[0] / med if med > 0 else None,

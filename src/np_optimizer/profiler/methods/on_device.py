@@ -16,7 +16,11 @@ from typing import Any
 
 from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
-from np_optimizer.profiler.measure import Measurement, MeasureFailure, MeasureOptions
+from np_optimizer.profiler.measure import MeasureFailure, Measurement, MeasureOptions
+from np_optimizer.profiler.measure.local import measure_local
+from np_optimizer.profiler.measure.queue import DeviceLock, QueueStatus, expected_duration, record_duration
+from np_optimizer.profiler.measure.ssh import measure_remote, target_for
+from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
@@ -50,9 +54,9 @@ def _precheck(request: ProfileRequest) -> MethodOutput | None:
     device, compiled = request.device, request.compiled
     backend = compiled.backend or device.backend
     if device.backend != "xnnpack" or backend != "xnnpack":
-        return _failed("NP-PRF-422", f"The on-device method runs XNNPACK programs on a CPU; {request.checkpoint} was "
-                       f"compiled for {backend} ({device.name}), which no ExecuTorch runtime np can reach runs "
-                       "(an Ethos-U .pte needs the NPU's firmware).", f"Use --method mlia for {device.name}.")
+        return _failed("NP-PRF-422", f"The on-device method measures XNNPACK programs on a CPU; {request.checkpoint} "
+                       f"for {device.name} is a {backend} program, which only the NPU's firmware runs, not a runtime "
+                       "np can start.", f"Use --method mlia for {device.name}.")
     if compiled.status != "ok" or request.pte_path is None:
         return _failed("NP-PRF-422", f"{request.checkpoint} has no runnable .pte for {device.name} (compile status "
                        f"{compiled.status}{': ' + compiled.reason if compiled.reason else ''}).",
@@ -75,7 +79,7 @@ class _QueueReporter:
         self.device = device
         self.warnings: list[str] = []
 
-    def __call__(self, status: Any) -> None:
+    def __call__(self, status: QueueStatus) -> None:
         if status.event == "waiting":
             holder = status.holder or {}
             busy = f"busy with {holder.get('label') or 'pid ' + str(holder.get('pid'))}" if holder else "being released"
@@ -84,18 +88,16 @@ class _QueueReporter:
                         f"estimated wait {status.estimated_wait_s:.0f} s{late}. The timeout starts when it runs.")
         elif status.event == "wait_exceeds_estimate":
             text = (f"The wait for device {self.device} ({status.waited_s:.0f} s) has grown beyond the estimate of "
-                    f"{status.estimated_wait_s:.0f} s (place {status.place}; new estimate {status.new_estimate_s:.0f} s "
-                    "more): the job ahead takes longer than expected.")
+                    f"{status.estimated_wait_s:.0f} s (place {status.place}; new estimate "
+                    f"{status.new_estimate_s:.0f} s more): the job ahead takes longer than expected.")
             self.notice(f"Warning: {text}")
             self.warnings.append(text)
         elif status.event == "acquired" and not status.immediate:
             self.notice(f"Device {self.device} is free after {status.waited_s:.1f} s in the queue; measuring now.")
 
 
-def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueReporter) -> Any:
+def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueReporter) -> DeviceLock:
     """The device's queue lock, with this measurement's expected duration for the jobs that queue behind it."""
-    from np_optimizer.profiler.measure.queue import DeviceLock, expected_duration
-
     expected_s, _how = expected_duration(reporter.device, request.compiled.pte_sha256, runs=options.num_executions,
                                          warmup=options.warmup, timeout_s=options.timeout_s)
     label = f"{request.checkpoint.lower()} of {request.job} (np pid {os.getpid()})"
@@ -106,11 +108,7 @@ def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueRepo
 def _measure(request: ProfileRequest, options: MeasureOptions) -> Measurement:
     assert request.pte_path is not None
     if request.device.local:
-        from np_optimizer.profiler.measure.local import measure_local
-
         return measure_local(request.pte_path, options)
-    from np_optimizer.profiler.measure.ssh import measure_remote, target_for
-
     remote = request.remote
     assert remote is not None
     return measure_remote(target_for(remote), request.pte_path, options, python=remote.python,
@@ -119,8 +117,6 @@ def _measure(request: ProfileRequest, options: MeasureOptions) -> Measurement:
 
 def _remember(device: str, request: ProfileRequest, measurement: Measurement) -> None:
     """Startup overhead and median latency, for the expected duration the next queued job announces."""
-    from np_optimizer.profiler.measure.queue import record_duration
-
     doc = measurement.doc
     measure_s = float(doc.get("measure_ms") or 0.0) / 1000.0
     record_duration(device, request.compiled.pte_sha256, overhead_s=max(0.0, measurement.wall_s - measure_s),
@@ -160,10 +156,8 @@ def _memory(doc: dict[str, Any]) -> dict[str, Any]:
     return memory
 
 
-def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measurement, lock: Any,
+def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measurement, lock: DeviceLock,
            warnings: list[str]) -> MethodOutput:
-    from np_optimizer.profiler.measure.stats import summarize
-
     doc = measurement.doc
     runtime, host = doc.get("runtime") or {}, doc.get("host") or {}
     done, asked = int(doc.get("runs_done") or 0), int(doc.get("runs_asked") or options.num_executions)
@@ -224,7 +218,7 @@ def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measur
                         timings=_timings(lock, measurement))
 
 
-def _timings(lock: Any, measurement: Measurement | None) -> dict[str, float]:
+def _timings(lock: DeviceLock, measurement: Measurement | None) -> dict[str, float]:
     out = {"queue_wait_s": round(float(lock.waited_s), 3)}
     if measurement is not None:
         doc = measurement.doc
