@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# make demo: a workspace with the built-in samples, validated and planned.
+# make demo: a workspace with the built-in samples; each is validated, run (steps, compilation, profiling) and
+# reported. sample_cpu is also measured on this machine (`host`) after the run, so its report shows measured latency
+# and memory beside the MLIA figures.
 set -euo pipefail
 dir="${DEMO_DIR:-demo-workspace}"
 np workspace init "$dir"
-for sample in sample_cpu sample_npu; do
+samples=$(cd "$dir" && ls -d sample_*/ | tr -d /)
+for sample in $samples; do
   echo
-  echo "=== $sample ==="
-  (cd "$dir/$sample/experiment_01" && np validate && np run --dry-run)
+  echo "=================== $sample ==================="
+  cd "$dir/$sample/experiment_01"
+  np validate
+  np run --dry-run
+  np run --retry
+  if [ "$sample" != "sample_npu" ]; then
+    np profile --method on-device -d host
+  fi
+  np report
+  cd - >/dev/null
 done
+echo
+echo "Demo workspace: $dir (np report inside any experiment folder shows its table again)."

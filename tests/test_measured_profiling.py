@@ -54,3 +54,18 @@ def test_concurrent_profiles_on_host_do_not_overlap(workspace: Path) -> None:
     assert waited["timings"]["queue_wait_s"] > 0
     log = (exp / "logs" / "execution.log").read_text()
     assert "number 1 in the queue, estimated wait" in log and "in the queue; measuring now" in log
+
+
+def test_unreachable_remote_device_exits_4(workspace: Path, run_np, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NP_SSH_KNOWN_HOSTS", str(tmp_path / "known_hosts"))
+    exp = make_project(workspace, "remote_pi", run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n')
+    assert run_np("run", cwd=exp).exit_code == 0
+    (workspace / "devices.yaml").write_text(
+        "devices:\n  raspberry_pi_5:\n    ssh: pi@127.0.0.1\n    port: 1\n    connect_timeout: 5\n")
+    plan = run_np("run", "--dry-run", "--json", cwd=exp).json["plan"]
+    assert plan["profile"] is None  # no profile section; the default method is now on-device:
+    result = run_np("profile", "graph_optimize", "--json", cwd=exp)
+    assert result.exit_code == 4, result.stdout
+    error = result.json["results"][0]["error"]
+    assert error["code"] == "NP-DEV-503" and "127.0.0.1" in error["message"] and error["hint"]
+    assert result.json["method"] == "on-device"

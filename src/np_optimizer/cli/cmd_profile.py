@@ -9,13 +9,24 @@ import typer
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import notice, out, print_json, print_table, warn
-from np_optimizer.errors import EXIT_FAILED
+from np_optimizer.errors import EXIT_FAILED, EXIT_NETWORK
 from np_optimizer.profiler.render import mib
 from np_optimizer.records import ProfileResult, to_dict
 from np_optimizer.report.tables import fmt_number
 
 _HEADLINE = [("Latency (ms)", "LATENCY"), ("Memory (MB)", "MEMORY"), ("Weight Memory (MB)", "MODEL_WEIGHT_MEMORY"),
              ("MACs", "MACS"), ("Params", "PARAMS")]
+
+
+_NETWORK_CODES = {"NP-DEV-503", "NP-DEV-504", "NP-DEV-502"}  # the device could not be reached
+
+
+def exit_code(results: list[ProfileResult]) -> int:
+    failed = [r for r in results if r.status != "SUCCESS"]
+    if not failed:
+        return 0
+    network = all((r.error or {}).get("code") in _NETWORK_CODES for r in failed)
+    return EXIT_NETWORK if network else EXIT_FAILED
 
 
 def _cell(result: ProfileResult, metric_type: str) -> str:
@@ -79,7 +90,7 @@ def register(app: typer.Typer) -> None:
         if json_mode:
             print_json({"experiment": result.experiment, "device": result.device, "method": result.method,
                         "reused": result.reused, "results": [to_dict(r) for r in result.results]})
-            return EXIT_FAILED if result.failed else 0
+            return exit_code(result.results)
         _print(result.results, requested=method)
         if result.reused:
             notice("Every result above reused an earlier estimate of the same compiled checkpoint on the same "
@@ -93,7 +104,7 @@ def register(app: typer.Typer) -> None:
             warn(f"Profile failed for {len(result.failed)} of {len(result.results)} target(s): " + "; ".join(
                 f"{r.checkpoint.lower()}: {(r.error or {}).get('message')}" for r in result.failed))
         out.print("Next: np report")
-        return EXIT_FAILED if result.failed else 0
+        return exit_code(result.results)
 
 
 def _print(results: list[ProfileResult], requested: str | None) -> None:
