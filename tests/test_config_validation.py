@@ -193,3 +193,24 @@ def test_profile_options_reach_the_nth_entry(tmp_path: Path) -> None:
     assert config.detail.profile_options(0) == {"num_executions": 30, "timeout": 60, "warmup": 3}
     assert config.detail.profile_options(1) == {"num_executions": 7, "timeout": 2.5, "warmup": 3}
     assert config.detail.profile_options(2)["num_executions"] == 30
+
+
+def test_aq_on_an_exported_program_project_is_refused_at_validation(tmp_path: Path) -> None:
+    run = 'version: "1.0"\nsteps:\n- advanced_quantize:\n  - algorithm: RTN\n    scheme: W8-A8\n'
+    (tmp_path / "run.yaml").write_text(run)
+    config, issues = check_experiment_config(tmp_path / "run.yaml", get_device("raspberry_pi_5"),
+                                             model={"kind": "pt2", "file": "model/model.pt2"})
+    assert config is None and [i.code for i in issues] == ["R024"]
+    assert issues[0].location == "steps[0].advanced_quantize" and "exported program" in issues[0].message
+
+
+def test_aq_defaults_follow_the_scheme(tmp_path: Path) -> None:
+    base = 'version: "1.0"\nsteps:\n- advanced_quantize:\n  - algorithm: RTN\n    scheme: {}\n'
+    expected = {"W8-A8": ("CHANNEL", "TENSOR"), "W8-A8_dynamic": ("CHANNEL", "TOKEN"), "W4-A8_dynamic": ("GROUP", "TOKEN")}
+    for scheme, (weight, activation) in expected.items():
+        config, _ = check(tmp_path, base.format(scheme))
+        options = config.detail.step_options("advanced_quantize")
+        assert (options["weight"]["granularity"], options["activation"]["granularity"]) == (weight, activation)
+    config, _ = check(tmp_path, base.format("W8-A8"),
+                      "detail:\n  advanced_quantize[0]:\n    weight:\n      granularity: GROUP\n")
+    assert config.detail.step_options("advanced_quantize")["weight"]["granularity"] == "GROUP"  # the user's value wins

@@ -13,7 +13,7 @@ from np_optimizer.errors import EXIT_CONFIG, EXIT_USAGE, EXIT_VALIDATION
 def test_workspace_init_creates_ready_samples(run_np, tmp_path: Path) -> None:
     result = run_np("workspace", "init", str(tmp_path / "ws"), "--json")
     assert result.exit_code == 0, result.stderr
-    assert result.json["projects"] == ["sample_cpu", "sample_npu"]
+    assert result.json["projects"] == ["sample_cpu", "sample_npu", "sample_llm"]
     for name, device in (("sample_cpu", "raspberry_pi_5"), ("sample_npu", "alif_e8")):
         run = yaml.safe_load((tmp_path / "ws" / name / "experiment_01" / "run.yaml").read_text())
         assert [next(iter(s)) for s in run["steps"]] == ["graph_optimize", "graph_quantize"]
@@ -22,7 +22,7 @@ def test_workspace_init_creates_ready_samples(run_np, tmp_path: Path) -> None:
         info = run_np("projects", "info", name, "--json", cwd=tmp_path / "ws").json
         assert info["device"] == device
     again = run_np("workspace", "init", str(tmp_path / "ws"), "--json")
-    assert again.json["skipped"] == ["sample_cpu", "sample_npu"] and again.json["projects"] == []
+    assert again.json["skipped"] == ["sample_cpu", "sample_npu", "sample_llm"] and again.json["projects"] == []
 
 
 def test_samples_validate_and_dry_run(run_np, workspace: Path) -> None:
@@ -33,6 +33,10 @@ def test_samples_validate_and_dry_run(run_np, workspace: Path) -> None:
         assert result.exit_code == 0, result.stderr
         assert "Profile: INPUT_MODEL, GRAPH_OPTIMIZE, GRAPH_QUANTIZE" in result.stdout
         assert f"/ executorch / {backend}" in result.stdout
+    llm = run_np("run", "--dry-run", cwd=workspace / "sample_llm" / "experiment_01")
+    assert llm.exit_code == 0, llm.stdout + llm.stderr
+    assert "advanced_quantize (algorithm=AWQ, scheme=W4-A8_dynamic)" in llm.stdout
+    assert "Profile: INPUT_MODEL, ADVANCED_QUANTIZE, GRAPH_OPTIMIZE, GRAPH_QUANTIZE" in llm.stdout
     npu = run_np("run", "--dry-run", "--json", cwd=workspace / "sample_npu" / "experiment_01").json
     assert all(p["metrics"] == ["LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS"]
                for p in npu["plan"]["profile"])

@@ -62,7 +62,7 @@ def experiments_detail(*, experiment: str | None = None, project: str | None = N
     """Write run.detail.yaml with every default spelled out; values already in it are kept (old file backed up)."""
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     device = get_device(exp.project.device_name)
-    config = load_experiment_config(exp.run_file, device)
+    config = load_experiment_config(exp.run_file, device, model=exp.project.info["model"])
     if exp.detail_file.exists():
         shutil.copy2(exp.detail_file, exp.detail_file.with_name("run.detail.yaml.bak"))
     detail = config.detail if exp.detail_file.exists() else spelled_out_detail(config.run)
@@ -81,7 +81,7 @@ def experiment_info(name: str | None = None, *, project: str | None = None, cwd:
     exp = resolve_experiment(name, project, cwd or Path.cwd())
     owner = exp.project
     device = get_device(owner.device_name)
-    config, _issues = check_experiment_config(exp.run_file, device)
+    config, _issues = check_experiment_config(exp.run_file, device, model=owner.info["model"])
     meta = _meta(exp)
     jobs = []
     for job_file in sorted(exp.root.glob("[0-9][0-9]_*/job.json")):
@@ -113,7 +113,8 @@ def validate(*, experiment: str | None = None, project: str | None = None, confi
     device = get_device(exp.project.device_name)
     run_file = config_files[0] if config_files else exp.run_file
     detail_file = config_files[1] if config_files and len(config_files) > 1 else None
-    config, issues = check_experiment_config(run_file, device, detail_path=detail_file)
+    config, issues = check_experiment_config(run_file, device, detail_path=detail_file,
+                                             model=exp.project.info["model"])
     plan = None
     if config is not None:
         plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(exp, device.name))

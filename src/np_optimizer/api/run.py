@@ -25,6 +25,7 @@ def run(*, experiment: str | None = None, project: str | None = None, retry: boo
     from np_optimizer.config import load_experiment_config
     from np_optimizer.devices import get_device
 
-    load_experiment_config(exp.run_file, get_device(exp.project.device_name))  # violations: nothing runs, no log
+    # Violations stop here: nothing runs and no log is started.
+    load_experiment_config(exp.run_file, get_device(exp.project.device_name), model=exp.project.info["model"])
     with run_logging(exp.log_file, console_write), quiet_native_output(exp.log_file):
         return run_experiment(exp, retry=retry, profile_method=profile_method, progress=progress)

@@ -142,11 +142,36 @@ def validate_detail(data: Any, run: RunConfig) -> tuple[DetailConfig | None, lis
     return _build(run, globals_given, steps_given, profile_given), []
 
 
+def _scheme_defaults(run: RunConfig, kind: str) -> dict[str, Any]:
+    """Defaults that depend on the step's scheme: 8-bit AQ weights take one scale per channel (groups pay off at 4
+    bits), and static W8-A8 takes one activation scale per tensor (per-token scales are a dynamic-scheme feature)."""
+    if kind != "advanced_quantize":
+        return {}
+    scheme = next((getattr(s, "scheme", "") for s in run.steps if s.kind == kind), "")
+    out: dict[str, Any] = {}
+    if scheme.startswith("W8"):
+        out["weight"] = {"granularity": "CHANNEL"}
+    if scheme == "W8-A8":
+        out["activation"] = {"granularity": "TENSOR"}
+    return out
+
+
+def _overlay(base: dict[str, Any], given: Any) -> dict[str, Any]:
+    """`given` on top of `base`, section by section."""
+    if not isinstance(given, dict):
+        return base
+    out = dict(base)
+    for key, value in given.items():
+        out[key] = _overlay(out.get(key, {}), value) if isinstance(value, dict) else value
+    return out
+
+
 def _build(run: RunConfig, globals_given: dict[str, Any], steps_given: dict[str, Any],
            profile_given: dict[int, Any]) -> DetailConfig:
     return DetailConfig(
         globals=merge_defaults(GLOBAL_OPTIONS, globals_given),
-        steps={kind: merge_defaults(STEP_OPTIONS[kind], steps_given.get(kind)) for kind in run.step_kinds},
+        steps={kind: merge_defaults(STEP_OPTIONS[kind], _overlay(_scheme_defaults(run, kind), steps_given.get(kind)))
+               for kind in run.step_kinds},
         profile=tuple(merge_defaults(PROFILE_OPTIONS, profile_given.get(i)) for i in range(len(run.profile or ()))),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from np_optimizer.config.detail_config import DetailConfig, validate_detail
 from np_optimizer.config.issues import ValidationIssue
@@ -38,7 +39,7 @@ def _placed(issues: list[ValidationIssue], doc: YamlDoc | None, file: str) -> li
 
 
 def check_experiment_config(
-    run_path: Path, device: Device | None, *, detail_path: Path | None = None
+    run_path: Path, device: Device | None, *, detail_path: Path | None = None, model: dict[str, Any] | None = None
 ) -> tuple[ExperimentConfig | None, list[ValidationIssue]]:
     """Every issue of run.yaml and run.detail.yaml (detail is checked only when run.yaml is valid)."""
     if not run_path.is_file():
@@ -47,7 +48,7 @@ def check_experiment_config(
     run_doc, issues = load_yaml(run_path)
     if run_doc is None:
         return None, issues
-    run, run_issues = validate_run(run_doc.data, device)
+    run, run_issues = validate_run(run_doc.data, device, model=model)
     issues = _placed(run_issues, run_doc, run_path.name)
     if run is None:
         return None, issues
@@ -66,9 +67,10 @@ def check_experiment_config(
     return ExperimentConfig(run=run, detail=detail, warnings=tuple(i for i in issues if i.is_warning)), issues
 
 
-def load_experiment_config(run_path: Path, device: Device | None, *, detail_path: Path | None = None) -> ExperimentConfig:
+def load_experiment_config(run_path: Path, device: Device | None, *, detail_path: Path | None = None,
+                           model: dict[str, Any] | None = None) -> ExperimentConfig:
     """The validated config, or ValidationFailed carrying every issue."""
-    config, issues = check_experiment_config(run_path, device, detail_path=detail_path)
+    config, issues = check_experiment_config(run_path, device, detail_path=detail_path, model=model)
     if config is None:
         raise ValidationFailed(issues, source=run_path.name)
     return config

@@ -123,7 +123,8 @@ def _unknown_keys(params: dict[str, Any], allowed: tuple[str, ...], loc: str, is
             issues.append(_issue("R016", L_SCHEMA, f"{loc}.{key}", f"Unknown parameter '{key}'.", did_you_mean(str(key), allowed)))
 
 
-def _parse_aq(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue]) -> StepConfig | None:
+def _parse_aq(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
+              model: dict[str, Any] | None = None) -> StepConfig | None:
     params = _step_params(raw, loc, "advanced_quantize", issues)
     if params is None:
         return None
@@ -143,6 +144,14 @@ def _parse_aq(raw: Any, loc: str, device: Device | None, issues: list[Validation
         issues.append(_issue("R022", L_DEVICE, loc, f"advanced_quantize makes XNNPACK (CPU) kernels; device "
                              f"'{device.name}' uses backend '{device.backend}'.",
                              "Remove advanced_quantize, or use a project whose device runs XNNPACK."))
+    if model is not None:
+        from np_optimizer.config.availability import aq_model_unsupported_reason
+
+        unsupported = aq_model_unsupported_reason(model)
+        if unsupported:
+            issues.append(_issue("R024", L_DEVICE, loc, unsupported,
+                                 "Create the project from the eager model (a built-in name, file.py:factory or a Hugging "
+                                 "Face folder), or drop advanced_quantize."))
     if algorithm and scheme:
         from np_optimizer.config.availability import aq_unavailable_reason
 
@@ -154,14 +163,16 @@ def _parse_aq(raw: Any, loc: str, device: Device | None, issues: list[Validation
     return None
 
 
-def _parse_go(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue]) -> StepConfig | None:
+def _parse_go(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
+              model: dict[str, Any] | None = None) -> StepConfig | None:
     if raw not in (None, [], {}):
         issues.append(_issue("R015", L_SCHEMA, loc, "graph_optimize takes no parameters.",
                              "Write `- graph_optimize: null`; pass tuning lives in run.detail.yaml."))
     return GraphOptimizeConfig()
 
 
-def _parse_gq(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue]) -> StepConfig | None:
+def _parse_gq(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
+              model: dict[str, Any] | None = None) -> StepConfig | None:
     params = _step_params(raw, loc, "graph_quantize", issues)
     if params is None:
         return None
@@ -189,7 +200,8 @@ def _parse_gq(raw: Any, loc: str, device: Device | None, issues: list[Validation
 _STEP_PARSERS = {"advanced_quantize": _parse_aq, "graph_optimize": _parse_go, "graph_quantize": _parse_gq}
 
 
-def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue]) -> list[StepConfig]:
+def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
+                 model: dict[str, Any] | None = None) -> list[StepConfig]:
     if raw is None:
         issues.append(_issue("R010", L_SCHEMA, "steps", "run.yaml has no `steps` list.",
                              "Add `steps:` with at least one of advanced_quantize, graph_optimize, graph_quantize."))
@@ -218,7 +230,7 @@ def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue])
             issues.append(_issue("R014", L_SCHEMA, loc, f"Step '{kind}' cannot come after '{seen[-1]}'.",
                                  "Order the steps advanced_quantize, graph_optimize, graph_quantize."))
         seen.append(kind)
-        step = _STEP_PARSERS[kind](params, f"{loc}.{kind}", device, issues)
+        step = _STEP_PARSERS[kind](params, f"{loc}.{kind}", device, issues, model)
         if step is not None:
             steps.append(step)
     return steps
@@ -281,8 +293,10 @@ def _parse_evaluate(raw: Any, step_kinds: list[str], issues: list[ValidationIssu
     return entries
 
 
-def validate_run(data: Any, device: Device | None) -> tuple[RunConfig | None, list[ValidationIssue]]:
-    """Check run.yaml's parsed data against the schema and the project's device; a RunConfig when it has no errors."""
+def validate_run(data: Any, device: Device | None,
+                 model: dict[str, Any] | None = None) -> tuple[RunConfig | None, list[ValidationIssue]]:
+    """Check run.yaml's parsed data against the schema, the project's device and (when given) the project's model
+    entry; a RunConfig when it has no errors."""
     issues: list[ValidationIssue] = []
     if not isinstance(data, dict):
         return None, [_issue("Y002", L_SYNTAX, "(file)", "run.yaml must be a mapping with `version` and `steps`.",
@@ -296,7 +310,7 @@ def validate_run(data: Any, device: Device | None) -> tuple[RunConfig | None, li
         issues.append(_issue("R001", L_SCHEMA, "version", "run.yaml has no `version`.", 'Add `version: "1.0"`.'))
     elif str(version) not in SUPPORTED_VERSIONS:
         issues.append(_issue("R002", L_SCHEMA, "version", f"Unsupported version {version!r}.", 'Use `version: "1.0"`.'))
-    steps = _parse_steps(data.get("steps"), device, issues)
+    steps = _parse_steps(data.get("steps"), device, issues, model)
     kinds = [s.kind for s in steps]
     profile: list[str] | None = None
     if data.get("profile") is not None:

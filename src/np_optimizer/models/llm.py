@@ -260,7 +260,8 @@ def build_tiny_llm(seed: int = 0, *, config: TinyLlamaConfig | None = None, outl
 # Hugging Face model folders (offline)
 # ---------------------------------------------------------------------------------------------------------------------
 
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
 
 
 def hf_unavailable_reason() -> str | None:
@@ -309,17 +310,32 @@ def _quiet_transformers() -> None:
 def _hf_modules() -> dict[str, type]:
     if "CausalLMLogits" in _MODULES:
         return _MODULES
+    import torch
     from torch import nn
 
     class CausalLMLogits(nn.Module):
-        """A Hugging Face causal LM as `logits = model(input_ids)`: no cache, no attention mask, one output."""
+        """A Hugging Face causal LM as `logits = model(input_ids)`: no cache, one output.
 
-        def __init__(self, model: nn.Module) -> None:
+        With `explicit_positions` the position ids and the causal mask (4-D, bool) are constants handed to the model,
+        so the exported graph holds no integer arithmetic to build them; that arithmetic trips the PT2E quantizer
+        (its scalar-to-tensor transform makes `arange + 0` a float, and the mask's index ops then fail).
+        """
+
+        def __init__(self, model: nn.Module, seq_len: int, explicit_positions: bool = True) -> None:
             super().__init__()
             self.model = model
+            self.explicit_positions = explicit_positions
+            self.register_buffer("positions", torch.arange(seq_len), persistent=False)
+            causal = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()[None, None]
+            self.register_buffer("causal_mask", causal, persistent=False)
 
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids=input_ids, use_cache=False).logits
+            if not self.explicit_positions:
+                return self.model(input_ids=input_ids, use_cache=False).logits
+            t = input_ids.shape[1]
+            positions = self.positions[:t]
+            return self.model(input_ids=input_ids, position_ids=positions.unsqueeze(0), cache_position=positions,
+                              attention_mask=self.causal_mask[:, :, :t, :t], use_cache=False).logits
 
     _MODULES["CausalLMLogits"] = CausalLMLogits
     return _MODULES
@@ -372,7 +388,15 @@ def load_hf_folder(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     seq_len = _hf_seq_len(config)
     ids = _hf_ids(folder, EXAMPLE_TEXT * 4, int(config.vocab_size))[:seq_len]
     example = torch.tensor([ids], dtype=torch.int64)
-    return _hf_modules()["CausalLMLogits"](model).eval(), (example,)
+    wrapper = _hf_modules()["CausalLMLogits"](model, seq_len).eval()
+    with torch.no_grad():
+        plain = model(input_ids=example, use_cache=False).logits
+        try:  # a model that rejects explicit positions / a 4-D mask, or computes otherwise with them, runs plain
+            same = torch.allclose(wrapper(example), plain, rtol=1e-4, atol=1e-5)
+        except Exception:
+            same = False
+    wrapper.explicit_positions = same
+    return wrapper, (example,)
 
 
 def hf_calibration_samples(folder: Path, num_samples: int = -1) -> list[tuple[torch.Tensor, ...]] | None:

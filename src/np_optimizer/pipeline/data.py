@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 __all__ = ["InputSet", "calibration_inputs", "evaluation_inputs", "GENERATED_WARNING"]
 
 GENERATED_WARNING = (
-    "No calibration dataset: {n} generated samples (Gaussian noise shaped like the example input) were used. Real "
+    "No calibration dataset: {n} generated samples shaped like the example input (Gaussian noise; random ids for "
+    "integer inputs) were used. Real "
     "data gives better accuracy: create the project with --calibration-dataset DIR."
 )
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}

@@ -75,7 +75,8 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     started = time.perf_counter()
     project = experiment.project
     device = get_device(project.device_name)
-    config = load_experiment_config(experiment.run_file, device)  # raises ValidationFailed: nothing runs
+    # ValidationFailed here means nothing runs.
+    config = load_experiment_config(experiment.run_file, device, model=project.info["model"])
     from np_optimizer.api.experiments import remote_configured
     from np_optimizer.plan import build_plan
 

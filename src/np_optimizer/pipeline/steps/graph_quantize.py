@@ -24,6 +24,18 @@ def _snr(program: ExportedProgram, inputs: list[Any], reference: list[Any]) -> f
     return snr_db(reference, outputs)
 
 
+def _integer_nodes(program: ExportedProgram) -> frozenset[str]:
+    """Names of call_function nodes whose result is an integer or bool tensor."""
+    import torch
+
+    names = set()
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "call_function" and isinstance(val, torch.Tensor) and not val.is_floating_point():
+            names.add(node.name)
+    return frozenset(names)
+
+
 @register_step(GraphQuantizeConfig)
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
     from np_optimizer.quantize.aq.program import aq_layers
@@ -32,25 +44,31 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     device = ctx.run.device
     # Linear layers advanced_quantize already quantized stay as they are: the PT2E quantizer must not annotate them.
     prequantized = aq_layers(ctx.program)
-    aq_keep = frozenset(row["module"] for row in prequantized)
+    # Integer arithmetic (position ids, mask indices in Hugging Face graphs) is not for quantizing: an observer on
+    # an int64 `add` turns the indices into floats and the calibration run fails.
+    integer_ops = _integer_nodes(ctx.program)
+    aq_modules = frozenset(row["module"] for row in prequantized)
+    always_float = aq_modules | integer_ops
     calibration = ctx.run.calibration(int(ctx.options["calibration"]["num_samples"]))
     for warning in calibration.warnings:
         ctx.log.warning(warning)
 
     def quantize(keep_float: frozenset[str] = frozenset()) -> ExportedProgram:
         return quantize_program(ctx.program, backend=device.backend, scheme=config.scheme, target=device.mlia_target,
-                                calibration=calibration.samples, keep_float=keep_float | aq_keep)
+                                calibration=calibration.samples, keep_float=keep_float | always_float)
 
     ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
     program = quantize()
     changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
                                "calibration": {"samples": len(calibration.samples), "source": calibration.source}}
+    if integer_ops:
+        changes["integer_ops_not_quantized"] = sorted(integer_ops)
     if prequantized:
         changes["advanced_quantize_layers"] = {
             "kept_as_is": [row["module"] for row in prequantized], "count": len(prequantized),
             "how": "passed to the PT2E quantizer as keep_float (not annotated, not observed, weights untouched)"}
     if config.automatic_mixed_precision == "GREEDY":
-        program, changes["amp"] = _greedy(ctx, quantize, program, skip=aq_keep)
+        program, changes["amp"] = _greedy(ctx, quantize, program, skip=aq_modules)
     layers = quantized_layers(program)
     by_node = {row["node"]: row for row in aq_layers(program)}
     for row in layers:  # describe the advanced_quantize layers from their own q/dq ops (int4 groups, per-token)

@@ -50,32 +50,29 @@ def _fake_quant(module: torch.nn.Module, config: NpFakeQuantConfig) -> torch.nn.
 
 
 def auto_clip(weight: torch.Tensor, inputs: torch.Tensor, wq: WeightQuant, *, grid: int = 20,
-              tokens: int = 512, chunk: int = 64) -> torch.Tensor:
+              tokens: int = 512) -> torch.Tensor:
     """Per [out, group] the clipped absmax (ratio 1.0 down to 0.5 of the full one) of least output error."""
     out_features, in_features = weight.shape
     block = wq.block(int(in_features))
     groups = in_features // block
     if inputs.shape[0] > tokens:
         inputs = inputs[torch.linspace(0, inputs.shape[0] - 1, tokens).round().long()]
-    x = inputs.reshape(1, -1, groups, block)
-    best_all = []
-    ratios = [1.0 - 0.5 * i / grid for i in range(grid)]
-    for start in range(0, out_features, chunk):
-        w = weight[start:start + chunk].reshape(-1, 1, groups, block)
-        full = w.abs().amax(-1, keepdim=True)
-        reference = (x * w).sum(-1)
-        best = full.clone()
-        best_err = torch.full(full.shape, float("inf"))
-        for ratio in ratios:
-            absmax = full * ratio
-            scale = _absmax_to_scale(absmax, wq)
-            q = torch.clamp(torch.round(torch.clamp(w, -absmax, absmax) / scale), wq.qmin, wq.qmax) * scale
-            err = ((x * q).sum(-1) - reference).pow(2).mean(1, keepdim=True).unsqueeze(-1)
-            better = err < best_err
-            best = torch.where(better, absmax, best)
-            best_err = torch.where(better, err, best_err)
-        best_all.append(best.reshape(-1, groups))
-    return torch.cat(best_all, 0)
+    x = inputs.reshape(-1, groups, block).permute(1, 0, 2)  # [groups, n, block]
+    w = weight.reshape(out_features, groups, block)
+    full = w.abs().amax(-1, keepdim=True)  # [out, groups, 1]
+    reference = torch.bmm(x, w.permute(1, 2, 0))  # per-group partial outputs [groups, n, out]
+    best = full.clone()
+    best_err = torch.full(full.shape, float("inf"))
+    for ratio in (1.0 - 0.5 * i / grid for i in range(grid)):
+        absmax = full * ratio
+        scale = _absmax_to_scale(absmax, wq)
+        q = torch.clamp(torch.round(torch.clamp(w, -absmax, absmax) / scale), wq.qmin, wq.qmax) * scale
+        err = (torch.bmm(x, q.permute(1, 2, 0)) - reference).pow(2).mean(1)  # [groups, out]
+        err = err.t().unsqueeze(-1)
+        better = err < best_err
+        best = torch.where(better, absmax, best)
+        best_err = torch.where(better, err, best_err)
+    return best.squeeze(-1)
 
 
 @register_algorithm("AWQ", implementation="torchao.prototype.awq AWQObserver (activation-aware scale search) + np's "
@@ -103,4 +100,6 @@ def awq(layer: LayerInput) -> LayerQuant:
     else:
         scale = weight_scale(scaled, layer.wq)
         info["clip"] = "off" if not layer.params.clip else "skipped (q/k projection, as llm-awq)"
-    return LayerQuant(quantize_weight(scaled, scale, layer.wq), scale, smooth=1.0 / scales, info=info)
+    identity = bool(torch.all(scales == 1.0))  # the search kept ratio 0: no equalization, no multiply
+    return LayerQuant(quantize_weight(scaled, scale, layer.wq), scale, smooth=None if identity else 1.0 / scales,
+                      info=info)

@@ -19,7 +19,10 @@ _LINEAR = ("aten.linear.default", "aten.addmm.default", "aten.mm.default")
 
 
 def _name(target: Any) -> str:
-    return str(getattr(target, "_name", None) or getattr(target, "__name__", None) or target).replace("::", ".")
+    """"aten.linear.default", "quantized_decomposed.dequantize_per_token.default", ... (str of an OpOverload)."""
+    if hasattr(target, "_schema"):
+        return str(target)
+    return str(getattr(target, "__name__", None) or target)
 
 
 def _module_of(node: Any) -> str:
@@ -58,7 +61,9 @@ def _activation_precision(arg: Any) -> str:
 
 
 def _is_prequantized_weight(arg: Any) -> bool:
-    if getattr(arg, "op", None) != "call_function" or not _name(arg.target).startswith("quantized_decomposed.dequantize"):
+    if getattr(arg, "op", None) != "call_function":
+        return False
+    if not _name(arg.target).startswith("quantized_decomposed.dequantize"):
         return False
     source = arg.args[0] if arg.args else None
     return getattr(source, "op", None) in ("placeholder", "get_attr")

@@ -34,6 +34,7 @@ class AQParams:
     smoothquant_alpha: float = 0.5  # SmoothQuant's migration strength
     gptq_percdamp: float = 0.01  # GPTQ: diagonal dampening, as a fraction of the mean Hessian diagonal
     gptq_block: int = 128  # GPTQ: columns per lazy batch update
+    gptq_act_order: bool = True  # GPTQ: columns in order of decreasing Hessian diagonal, with static groups
     autoround_iters: int = 200  # AutoRound: signed-gradient steps per layer (the paper's default)
     autoround_lr: float | None = None  # AutoRound: step size; None = 1 / iters (the paper's default)
     autoround_batch: int = 512  # AutoRound: input rows per step
