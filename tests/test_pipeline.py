@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import make_project, run_np_subprocess
 from np_optimizer.errors import EXIT_FAILED
@@ -249,3 +248,21 @@ def test_each_scheme_quantizes_and_lowers(tmp_path: Path, backend: str, scheme: 
     path = save_program(program, tmp_path / "q.pt2")
     compiled = compile_checkpoint(path, target, tmp_path / "out")
     assert compiled.status == "ok" and compiled.num_delegates >= 1, compiled.reason
+
+
+def test_steps_removed_from_run_yaml_are_set_aside(finished_run: tuple[Path, subprocess.CompletedProcess[str]],
+                                                   run_np) -> None:
+    exp, _ = finished_run
+    (exp / "run.yaml").write_text('version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n'
+                                  'profile:\n- OUTPUT_MODEL\n')
+    result = run_np("run", "--retry", "--json", cwd=exp)
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in exp.glob("[0-9][0-9]_*")) == ["00_input_model", "01_graph_quantize"]
+    stale = sorted(p.name.rsplit("-", 1)[0] for p in (exp / ".stale").iterdir())
+    assert stale == ["01_graph_optimize", "02_graph_quantize"]  # kept, not deleted
+    report = json.loads((exp / "report.json").read_text())
+    assert [s["job"] for s in report["pipeline"]["steps"]] == ["01_graph_quantize"]
+    (exp / "01_graph_quantize" / "job.json").unlink()  # the last step is no longer finished
+    output = run_np("profile", "OUTPUT_MODEL", "--json", cwd=exp)
+    assert output.exit_code == 3 and "OUTPUT_MODEL is GRAPH_QUANTIZE here" in output.json["message"]
+    assert run_np("export", cwd=exp).exit_code == 3  # never an earlier checkpoint in the final one's place

@@ -183,6 +183,12 @@ def test_profile_ids_and_options_are_checked(workspace: Path, run_np) -> None:
     assert run_np("profile", "--profile-opt", "num_executions=5", cwd=exp).exit_code == EXIT_USAGE  # mlia: static
     unsupported = run_np("profile", "-d", "alif_e8", "--method", "on-device", "--json", cwd=exp)
     assert unsupported.exit_code == 3 and unsupported.json["code"] == "NP-PRF-422"
-    other = run_np("profile", "graph_quantize", "-d", "alif_e8", "--json", cwd=exp)
+    other = run_np("profile", "graph_optimize", "-d", "alif_e8", "--json", cwd=exp)
     assert other.exit_code == 0 and other.json["results"][0]["device"] == "alif_e8"
     assert other.json["results"][0]["provenance"]["target_profile"] == "ethos-u85-256"
+    # Quantized for XNNPACK, the checkpoint has no Ethos-U program: a failed round that says why, not a made-up estimate
+    foreign = run_np("profile", "graph_quantize", "-d", "alif_e8", "--json", cwd=exp)
+    failed = foreign.json["results"][0]
+    assert foreign.exit_code == 1 and failed["status"] == "FAILED"
+    assert failed["error"]["code"] == "NP-PRF-422" and "delegated none" in failed["error"]["message"]
+    assert not any(m["metric_type"] == "LATENCY" for m in failed["metrics"])

@@ -48,7 +48,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     api.workspace_init(root)
     exp = make_project(root, "mlp_report")
     assert api.run(experiment=str(exp)).status == "success"
-    api.profile(["graph_quantize"], experiment=str(exp), device="alif_e8")
+    api.profile(["graph_optimize"], experiment=str(exp), device="alif_e8")  # float: MLIA quantizes it
     return exp
 
 
@@ -66,7 +66,7 @@ def test_xnnpack_table_omits_latency_and_memory_with_a_warning(reported: Path, r
 def test_post_hoc_section(reported: Path, run_np) -> None:
     result = run_np("report", cwd=reported)
     assert "Post-hoc Measurements (1)" in result.stdout
-    assert "[ np profile (post-hoc) — Target: graph_quantize ]" in result.stdout
+    assert "[ np profile (post-hoc) — Target: graph_optimize ]" in result.stdout
     row = next(line for line in result.stdout.splitlines() if "alif_e8" in line)
     assert "ethos-u" in row and "mlia" in row
 
@@ -92,7 +92,7 @@ def test_json_shape(reported: Path, run_np) -> None:
 def test_plain_sections(reported: Path, run_np) -> None:
     lines = run_np("report", "--plain", cwd=reported).stdout.splitlines()
     sections = [line for line in lines if line.startswith("section:")]
-    assert sections == ["section:experiment", "section:pipeline", "section:posthoc_profile:graph_quantize"]
+    assert sections == ["section:experiment", "section:pipeline", "section:posthoc_profile:graph_optimize"]
     header = lines[lines.index("section:pipeline") + 1].split("\t")
     assert header[:3] == ["model", "type", "status"] and "macs" in header
 

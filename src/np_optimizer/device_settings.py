@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["RemoteDevice", "load_remote_devices"]
+if TYPE_CHECKING:
+    from np_optimizer.workspace import Experiment
+
+__all__ = ["RemoteDevice", "load_remote_devices", "remote_for", "remote_configured"]
 
 _KEYS = ("ssh", "port", "python", "identity_file", "known_hosts", "work_dir", "connect_timeout")
 
@@ -70,3 +73,13 @@ def load_remote_devices(devices_file: Path | None) -> dict[str, RemoteDevice]:
             connect_timeout=int(settings.get("connect_timeout", 10)),
         )
     return out
+
+
+def remote_for(experiment: Experiment, device_name: str) -> RemoteDevice | None:
+    """The device's SSH settings from the experiment's workspace devices.yaml, if any."""
+    workspace = experiment.project.workspace
+    return load_remote_devices(workspace.devices_file if workspace else None).get(device_name)
+
+
+def remote_configured(experiment: Experiment, device_name: str) -> bool:
+    return remote_for(experiment, device_name) is not None

@@ -27,8 +27,9 @@ _BANNER = "=" * 60
 class LogFormatter(logging.Formatter):
     """`2026-08-20 15:40.01 [INFO ] [Profiler] Compiling: input_model` (local time, '.' before seconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tracebacks: bool = True) -> None:
         super().__init__(datefmt="%Y-%m-%d %H:%M.%S")
+        self.tracebacks = tracebacks  # the log file keeps them; the console shows the one-line message
 
     def format(self, record: logging.LogRecord) -> str:
         module = record.name.split(".", 1)[1] if record.name.startswith("np.") else record.name
@@ -37,7 +38,7 @@ class LogFormatter(logging.Formatter):
         text = record.getMessage()
         if getattr(record, "banner", False):
             return text
-        if record.exc_info and record.levelno >= logging.ERROR:
+        if self.tracebacks and record.exc_info and record.levelno >= logging.ERROR:
             text += "\n" + self.formatException(record.exc_info)
         return f"{stamp} [{level}] [{module}] {text}"
 
@@ -56,7 +57,7 @@ class _ConsoleHandler(logging.Handler):
     def __init__(self, write: Callable[[str], None]) -> None:
         super().__init__(level=logging.INFO)
         self._write = write
-        self.setFormatter(LogFormatter())
+        self.setFormatter(LogFormatter(tracebacks=False))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

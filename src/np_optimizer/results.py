@@ -84,12 +84,14 @@ class ExperimentStore:
         return self.job_dir(name) / "job.json"
 
     def read_job(self, name: str) -> JobRecord | None:
+        """The job's record; a record that cannot be read is set aside (renamed, never deleted) and None returned."""
         path = self.job_file(name)
         if not path.exists():
             return None
         try:
             return from_dict(JobRecord, read_json(path))
-        except CorruptFileError:
+        except (CorruptFileError, TypeError, KeyError, AttributeError):
+            path.rename(path.with_name(f"job.json.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"))
             return None
 
     def write_job(self, record: JobRecord) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from np_optimizer.config import check_experiment_config, load_experiment_config
 from np_optimizer.config.detail_config import spelled_out_detail
 from np_optimizer.config.writer import parse_steps_option, render_detail_yaml, render_run_yaml
-from np_optimizer.device_settings import RemoteDevice, load_remote_devices
-from np_optimizer.devices import Device, get_device
+from np_optimizer.device_settings import remote_configured
+from np_optimizer.devices import get_device
 from np_optimizer.errors import UsageError
 from np_optimizer.plan import build_plan
 from np_optimizer.records import ExperimentRecord, ValidationReport
@@ -24,19 +24,16 @@ from np_optimizer.workspace import (
 )
 
 __all__ = ["experiments_create", "experiments_detail", "experiments_list", "experiment_info", "validate",
-           "remote_configured", "remote_for"]
+           "output_checkpoint"]
 
 
-def remote_configured(experiment: Experiment, device_name: str) -> bool:
-    """True when the workspace's devices.yaml gives an SSH destination for the device."""
-    workspace = experiment.project.workspace
-    return device_name in load_remote_devices(workspace.devices_file if workspace else None)
+def output_checkpoint(exp: Experiment) -> str:
+    """What OUTPUT_MODEL is in this experiment: the checkpoint of run.yaml's last step."""
+    from np_optimizer.config.checkpoints import OUTPUT_MODEL, resolve_checkpoint
 
-
-def remote_for(experiment: Experiment, device: Device) -> RemoteDevice | None:
-    """The device's SSH settings from the workspace's devices.yaml, if any."""
-    workspace = experiment.project.workspace
-    return load_remote_devices(workspace.devices_file if workspace else None).get(device.name)
+    device = get_device(exp.project.device_name)
+    config = load_experiment_config(exp.run_file, device, model=exp.project.info["model"])
+    return resolve_checkpoint(OUTPUT_MODEL, config.run.step_kinds) or "INPUT_MODEL"
 
 
 def experiments_create(*, steps: str, name: str | None = None, project: str | None = None,

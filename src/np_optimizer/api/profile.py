@@ -70,7 +70,7 @@ def _finished_jobs(store: ExperimentStore) -> list[JobRecord]:
     return [j for j in store.jobs() if j.status in ("success", "reused") and j.output]
 
 
-def _targets(store: ExperimentStore, ids: list[str]) -> list[JobRecord]:
+def _targets(store: ExperimentStore, ids: list[str], output_checkpoint: Callable[[], str]) -> list[JobRecord]:
     jobs = _finished_jobs(store)
     if not jobs:
         raise NotFoundError("This experiment has no finished checkpoint to profile.",
@@ -83,7 +83,12 @@ def _targets(store: ExperimentStore, ids: list[str]) -> list[JobRecord]:
     for raw in ids:
         name = canonical_checkpoint(raw)
         if name == OUTPUT_MODEL:
-            job = jobs[-1]
+            output = output_checkpoint()
+            job = by_checkpoint.get(output)  # run.yaml's last step, never an earlier checkpoint in its place
+            if job is None:
+                raise NotFoundError(f"OUTPUT_MODEL is {output} here, which has not finished.",
+                                    hint="Run the experiment (`np run --retry`), or name an earlier checkpoint.",
+                                    code="NP-CPF-404")
         elif name is not None:
             job = by_checkpoint.get(name)
         else:
@@ -122,8 +127,11 @@ def _options(exp: Experiment, checkpoint: str, device: Device, given: dict[str, 
         for index, (_listed, concrete) in enumerate(config.run.resolved_profile()):
             if concrete == checkpoint:
                 base = dict(config.detail.profile_options(index))
-    except Exception:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
-        pass
+    except Exception as exc:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
+        from np_optimizer.logs import get_logger
+
+        get_logger("Profiler").warning(f"run.yaml / run.detail.yaml could not be read ({type(exc).__name__}); the "
+                                       "default profile options apply.")
     return {**base, **given}
 
 
@@ -147,20 +155,22 @@ def profile(ids: list[str] | None = None, *, experiment: str | None = None, proj
 def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, device: str | None, runtime: str | None,
              backend: str | None, force: bool, profile_opts: dict[str, int | float] | None,
              progress: Callable[[str], None]) -> ProfileRound:
-    from np_optimizer.api.experiments import remote_for
+    from np_optimizer.device_settings import remote_for
     from np_optimizer.profiler.session import profile_checkpoint
 
     target = find_device(device, runtime, backend) if device else get_device(exp.project.device_name)
     if device is None and (runtime or backend):
         target = find_device(target.name, runtime, backend)
-    remote = remote_for(exp, target)
+    remote = remote_for(exp, target.name)
     chosen = method.lower() if method else default_method(target, remote_configured=remote is not None)
     support = method_support(target, chosen, remote_configured=remote is not None)
     if profile_opts and support.result_kind != "measured":
         raise UsageError(f"--profile-opt applies to measured methods; {chosen} is a static estimate.",
                          hint="Drop --profile-opt, or use --method on-device.", code="NP-CPF-422")
     store = ExperimentStore(exp)
-    jobs = _targets(store, list(ids or []))
+    from np_optimizer.api.experiments import output_checkpoint
+
+    jobs = _targets(store, list(ids or []), lambda: output_checkpoint(exp))
     result = ProfileRound(exp.name, target.name, chosen, method)
     from np_optimizer.logs import get_logger
 

@@ -65,7 +65,10 @@ def _project_report(project: str | None, cwd: Path) -> ReportView:
         try:
             built = build_experiment_report(ExperimentStore(exp).read_report())
         except Exception:  # a damaged experiment must not hide the others
-            rows.append([exp.name, "-", "unreadable", "-", "-", "-", "-", "-"])
+            rows.append([exp.name, "-", "unreadable", *(["-"] * 6)])
+            plain.append([exp.name, "", "unreadable", *([""] * 6)])
+            data_rows.append({"name": exp.name, "status": "unreadable", "step_types": [], "output": None,
+                              "metrics": []})
             continue
         if base is None and any(r.checkpoint == "INPUT_MODEL" and r.metrics for r in built.rows):
             base = built
@@ -81,9 +84,10 @@ def _project_report(project: str | None, cwd: Path) -> ReportView:
     first = _values(input_row)
     rows.insert(0, ["input_model", "-", "-", *first["cells"]])
     plain.insert(0, ["input_model", "", "", *first["plain"]])
-    columns = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)"]
+    columns = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)",
+               "Method"]
     table = Table(f"Project: {owner.name}", columns, rows,
-                  ["model", "steps", "status", "latency_ms", "memory_mb", "macs", "params", "snr_db"], plain,
+                  ["model", "steps", "status", "latency_ms", "memory_mb", "macs", "params", "snr_db", "method"], plain,
                   caption=f"Each experiment's row shows its output checkpoint; device {owner.info['device']}.")
     data = {"project": {"name": owner.name, "device": owner.info["device"]},
             "base_model": {"name": owner.info["model"].get("name"), "metrics": first["metrics"]},
@@ -93,12 +97,15 @@ def _project_report(project: str | None, cwd: Path) -> ReportView:
 
 def _values(row: Any) -> dict[str, Any]:
     if row is None:
-        return {"cells": ["-"] * 5, "plain": [""] * 5, "metrics": []}
+        return {"cells": ["-"] * 6, "plain": [""] * 6, "metrics": []}
     latency, memory, macs, params, snr = (row.value(t) for t in ("LATENCY", "MEMORY", "MACS", "PARAMS", "SNR"))
     cells = [fmt_number(latency) if latency is not None else "-", fmt_number(memory) if memory is not None else "-",
              humanize_count(macs) if macs is not None else "-", humanize_count(params) if params is not None else "-",
              "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}")]
-    plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr)]
+    profile = row.profile if row.profile and row.profile.get("status") == "SUCCESS" else None
+    method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
+    cells.append(method)
+    plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr)] + [method if profile else ""]
     return {"cells": cells, "plain": plain,
             "metrics": [{"metric_type": m["metric_type"], "value": m.get("value"), "unit": m.get("unit")}
                         for m in row.metrics.values()]}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.compile import compile_dir
+from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NotFoundError, UsageError
 from np_optimizer.records import to_dict
@@ -22,15 +21,9 @@ EXPORT_LEVELS = ("deploy", "result")
 
 
 def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from np_optimizer.profiler.measure.queue import pid_alive
+
+    return bool(pid) and pid_alive(int(pid or 0))
 
 
 @dataclass
@@ -83,23 +76,25 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
                          code="NP-EXP-400")
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     store = ExperimentStore(exp)
-    finished = [j for j in store.jobs() if j.status in ("success", "reused")]
-    if not finished:
-        raise NotFoundError("Nothing to export: no finished job in this experiment.", hint="Run it with `np run`.",
-                            code="NP-EXP-404")
-    last = finished[-1]
+    from np_optimizer.api.experiments import output_checkpoint
+
+    final = output_checkpoint(exp)
+    last = next((j for j in store.jobs() if j.checkpoint == final and j.status in ("success", "reused")), None)
+    if last is None or not last.output:
+        raise NotFoundError(f"Nothing to export: the final checkpoint {final} has not finished.",
+                            hint="Run the experiment with `np run` (or `np run --retry`).", code="NP-EXP-404")
     device = get_device(exp.project.device_name)
-    compiled = compile_dir(store.job_dir(last.name), device)
-    record = read_json(compiled / "compile.json") if (compiled / "compile.json").exists() else {}
-    if record.get("status") != "ok" or not (compiled / "model.pte").exists():
-        raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} "
-                            f"({record.get('reason') or 'not compiled'}).",
-                            hint="Check `np status`; a float checkpoint cannot be lowered to an NPU.",
-                            code="NP-EXP-409")
+    compiled_dir = compile_dir(store.job_dir(last.name), device)
+    record = find_compiled(compiled_dir, device, str(last.output.get("sha256")))
+    if record is None or record.status != "ok" or not record.pte_file:
+        reason = record.reason if record else "no intact compiled .pte"
+        raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} ({reason}).",
+                            hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "
+                            "`np run --retry` compiles it again if its .pte is missing or damaged.", code="NP-EXP-409")
     target = (output or exp.root / "export" / level).resolve()
     target.mkdir(parents=True, exist_ok=True)
     files = [target / "model.pte"]
-    shutil.copy2(compiled / "model.pte", files[0])
+    shutil.copy2(compiled_dir / record.pte_file, files[0])
     if level == "result":
         for name in ("report.json", "meta.json", "run.yaml", "run.detail.yaml"):
             if (exp.root / name).exists():

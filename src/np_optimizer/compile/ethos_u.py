@@ -112,4 +112,5 @@ def lower_ethos_u(program: ExportedProgram, target: str, out_dir: Path) -> dict[
         "vela_summary": read_vela_summary(summaries[0]) if summaries else None,
         "vela_summary_partial": stats["num_delegates"] > 1,
         "vela_config": vela,
+        "quantized": is_quantized(program),
     }

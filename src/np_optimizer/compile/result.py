@@ -37,6 +37,7 @@ class CompileResult:
     vela_summary: dict[str, Any] | None = None
     vela_summary_partial: bool = False
     vela_config: dict[str, str] | None = None
+    quantized: bool | None = None  # does the compiled program hold quantize ops (None: not recorded)
     versions: dict[str, str] = field(default_factory=dict)
     seconds: float | None = None
 

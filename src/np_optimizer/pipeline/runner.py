@@ -17,7 +17,7 @@ from typing import Any
 from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
 from np_optimizer.devices import get_device
-from np_optimizer.errors import NpError
+from np_optimizer.errors import NpError, ToolError
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
@@ -77,13 +77,14 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     device = get_device(project.device_name)
     # ValidationFailed here means nothing runs.
     config = load_experiment_config(experiment.run_file, device, model=project.info["model"])
-    from np_optimizer.api.experiments import remote_configured
+    from np_optimizer.device_settings import remote_configured
     from np_optimizer.plan import build_plan
 
     plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(experiment, device.name))
     store = ExperimentStore(experiment)
     run = _prepare(experiment, config)
     log = get_logger("Pipeline")
+    _set_aside_stale_jobs(experiment, store, {INPUT_JOB, *(s.job for s in plan.steps)}, log)
     store.update_meta(status="running", pid=os.getpid(), started_at=utc_now(), device=device.name)
     store.update_report(lambda r: r.update({"experiment": {
         "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
@@ -112,14 +113,17 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             phase_banner(step_log, phase, step.kind)
             ref = _run_step(run, jobs, step, index, ref, step_log, progress)
             produced[checkpoint_of_step(step.kind)] = ref
-    except NpError as exc:
-        error = exc
-        log.error(f"{exc.message}" + (f" Hint: {exc.hint}" if exc.hint else ""))
+    except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
+        error = exc if isinstance(exc, NpError) else ToolError(
+            f"{type(exc).__name__}: {exc}".splitlines()[0], hint="See logs/execution.log; rerun with --debug for the "
+            "traceback.", code="NP-TOOL-500")
+        log.error(f"{error.message}" + (f" Hint: {error.hint}" if error.hint else ""), exc_info=not isinstance(exc, NpError))
     if config.run.profile is not None and plan.profile is not None:
         phase += 1
         from np_optimizer.profiler.session import profile_run
 
-        summary.profile = profile_run(run, store, plan, produced, phase=phase, progress=progress)
+        summary.profile = profile_run(run, store, plan, produced, phase=phase, progress=progress,
+                                      requested_method=profile_method)
     else:
         get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
         store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
@@ -133,6 +137,25 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
     store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
     return summary
+
+
+def _set_aside_stale_jobs(experiment: Experiment, store: ExperimentStore, planned: set[str],
+                          log: logging.Logger) -> None:
+    """Job folders of steps no longer in run.yaml move to .stale/ (kept, not deleted) and leave the report."""
+    stale = [p for p in sorted(experiment.root.glob("[0-9][0-9]_*")) if p.is_dir() and p.name not in planned]
+    if stale:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for folder in stale:
+            target = experiment.root / ".stale" / f"{folder.name}-{stamp}"
+            target.parent.mkdir(exist_ok=True)
+            folder.rename(target)
+            log.info(f"{folder.name} is not in run.yaml's steps any more: moved to {target.relative_to(experiment.root)}")
+
+    def keep_planned(report: dict[str, Any]) -> None:
+        pipeline = report.setdefault("pipeline", {"input_model": None, "steps": []})
+        pipeline["steps"] = [s for s in pipeline.get("steps", []) if s.get("job") in planned]
+
+    store.update_report(keep_planned)
 
 
 def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref: CheckpointRef,

@@ -5,9 +5,7 @@ Importing this module is cheap: mlia (and, for .pt2 inputs, torch/executorch) is
 
 Public functions:
   estimate(model_path, target_profile, work_dir)      in-process, mlia.run_advisor("performance", ...)
-  cli_estimate(model_path, target_profile, out_dir)   subprocess, `mlia check --performance --json ...`
   profile_info(target_profile)                        target profile TOML + vela.ini facts (clock, memory mode)
-  compare(a, b)                                       metric-by-metric comparison of two normalized results
 
 Each call owns `<work_dir>/mlia-output/`: MLIA deletes and recreates that folder on every run, so give every
 run (and every concurrent process) its own work_dir. Nothing is written outside work_dir/out_dir.
@@ -17,10 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import json
 import logging
-import re
-import subprocess
 import sys
 import time
 import warnings
@@ -30,7 +25,6 @@ from typing import Any
 
 SUPPORTED_SUFFIXES = (".tosa", ".tflite", ".pt2")
 OUTPUT_SUBDIR = "mlia-output"  # fixed by MLIA (mlia.core.context.ExecutionContext)
-OUTPUT_JSON = "mlia-output.json"  # fixed by MLIA (mlia.core.output_persistence)
 LOG_FILE = "mlia.log"
 
 # Metrics np shows first; every metric MLIA reports is still kept verbatim in result["metrics"].
@@ -175,70 +169,6 @@ def _check_model(model_path: Path) -> Path:
     if model.suffix.lower() not in SUPPORTED_SUFFIXES:
         raise ValueError(f"{model.name}: MLIA performance needs one of {SUPPORTED_SUFFIXES}")
     return model
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def cli_command(model_path: Path, target_profile: str, out_dir: Path, mlia_exe: str | None = None) -> list[str]:
-    """The CLI equivalent of estimate(): JSON on stdout, same JSON in out_dir/mlia-output/mlia-output.json."""
-    exe = mlia_exe or str(Path(sys.executable).with_name("mlia"))
-    return [
-        exe, "check", str(model_path),
-        "--target-profile", target_profile,
-        "--backend", "vela",
-        "--performance",
-        "--json",
-        "--output-dir", str(out_dir),
-    ]  # fmt: skip
-
-
-def cli_estimate(
-    model_path: Path, target_profile: str, out_dir: Path, timeout_s: float = 600.0, mlia_exe: str | None = None
-) -> dict[str, Any]:
-    """Run `mlia check --performance --json` in a subprocess and normalize its JSON like estimate()."""
-    model = _check_model(Path(model_path))
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = cli_command(model, target_profile, out, mlia_exe)
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    elapsed = time.perf_counter() - started
-    (out / "cli_stderr.txt").write_text(proc.stderr)
-    if proc.returncode != 0:
-        log = out / OUTPUT_SUBDIR / "logs" / LOG_FILE
-        causes = _exception_lines(proc.stderr)  # rich traceback: innermost cause first, outermost last
-        raise MliaEstimateError(
-            f"mlia check exited {proc.returncode} for {model.name} on {target_profile}: "
-            f"{causes[-1] if causes else 'see cli_stderr.txt'}",
-            causes,
-            log if log.is_file() else None,
-        )
-    doc = json.loads(proc.stdout)
-    with _route_mlia_logs(out / LOG_FILE):  # profile_info() imports mlia in this process
-        result = normalize(doc, out / OUTPUT_SUBDIR, target_profile)
-    result.update(
-        runner="cli",
-        elapsed_s=elapsed,
-        model_path=str(model),
-        command=cmd,
-        log_file=str(out / OUTPUT_SUBDIR / "logs" / LOG_FILE),
-        stdout_equals_saved_json=_same_json(doc, out / OUTPUT_SUBDIR / OUTPUT_JSON),
-    )
-    _add_pt2_facts(result, model, out / OUTPUT_SUBDIR)
-    return result
-
-
-def _exception_lines(stderr: str) -> list[str]:
-    """'SomeError: message' lines of the CLI's traceback, outermost first (like MliaEstimateError.causes)."""
-    found = [ln.strip() for ln in stderr.splitlines() if re.match(r"^[A-Za-z_][\w.]*(Error|Exception): ", ln)]
-    return list(reversed(found))
-
-
-def _same_json(doc: dict[str, Any], path: Path) -> bool | None:
-    if not path.is_file():
-        return None
-    return bool(json.loads(path.read_text()) == doc)
 
 
 # --------------------------------------------------------------------------- normalization
@@ -430,25 +360,3 @@ def profile_info(target_profile: str | Path) -> dict[str, Any]:
         "arena_cache_size_bytes": init.arena_cache_size,
         "vela_ini": getattr(options, "config_file", None),
     }
-
-
-# --------------------------------------------------------------------------- comparison
-
-
-def compare(a: dict[str, Any], b: dict[str, Any], rel_tol: float = 0.0) -> list[str]:
-    """Metric names whose (value, unit) differ between two normalized results; [] means identical."""
-    va = {m["name"]: (m["value"], m["unit"]) for m in a["metrics"]}
-    vb = {m["name"]: (m["value"], m["unit"]) for m in b["metrics"]}
-    diffs = [f"only in one: {n}" for n in sorted(set(va) ^ set(vb))]
-    for name in sorted(set(va) & set(vb)):
-        (x, ux), (y, uy) = va[name], vb[name]
-        same = ux == uy and (x == y or (_is_num(x) and _is_num(y) and abs(x - y) <= rel_tol * max(abs(x), abs(y))))
-        if not same:
-            diffs.append(f"{name}: {x} {ux} != {y} {uy}")
-    if a["per_layer"]["breakdowns"] != b["per_layer"]["breakdowns"]:
-        diffs.append("per_layer breakdowns differ")
-    return diffs
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)

@@ -36,14 +36,17 @@ def measurement_id() -> str:
 
 def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log: logging.Logger,
                   progress: Callable[[str], None]) -> tuple[CompileResult, Path, float, bool]:
+    from np_optimizer.storage import file_lock
+
     out_dir = compile_dir(job_dir, device)
-    found = find_compiled(out_dir, device, checkpoint.sha256)
-    if found is not None:
-        return found, out_dir, 0.0, True
-    progress(f"compiling {checkpoint.name.lower()} for {device.name}")
-    start = time.perf_counter()
-    compiled = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256)
-    return compiled, out_dir, time.perf_counter() - start, False
+    with file_lock(out_dir):  # another np process may be compiling, or measuring, the same folder
+        found = find_compiled(out_dir, device, checkpoint.sha256)
+        if found is not None:
+            return found, out_dir, 0.0, True
+        progress(f"compiling {checkpoint.name.lower()} for {device.name}")
+        start = time.perf_counter()
+        compiled = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256)
+        return compiled, out_dir, time.perf_counter() - start, False
 
 
 def _cache_fields(request: ProfileRequest, method: str) -> dict[str, Any]:
@@ -117,10 +120,21 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
             if lookup.warning:
                 cache_warnings.append(lookup.warning)
             if lookup.payload is not None:
-                output = _restore(lookup.payload, work_dir)
-                cache_info.update(reused=True, cached_at=lookup.payload["output"].get("cached_at"))
+                try:
+                    output = _restore(lookup.payload, work_dir)
+                    cache_info.update(reused=True, cached_at=lookup.payload["output"].get("cached_at"))
+                except (TypeError, KeyError, AttributeError, OSError) as exc:
+                    store_cache.path(key).unlink(missing_ok=True)
+                    cache_warnings.append(f"A corrupt cached estimate was discarded ({type(exc).__name__}); "
+                                          "estimating again.")
     if output is None:
-        output = chosen.profile(request)
+        try:
+            output = chosen.profile(request)
+        except Exception as exc:  # a bug or an unexpected tool failure is a failed round, not a lost run
+            output = MethodOutput(status="FAILED", result_kind=result_kind, error={
+                "code": "NP-TOOL-500", "message": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                "hint": "See logs/execution.log; rerun with --debug for the traceback."})
+            log.debug("profiling method failed", exc_info=True)
         if chosen.cacheable and output.status == "SUCCESS" and cache_info["key"]:
             payload = asdict(output) | {"cached_at": utc_now()}
             files = {n: (work_dir / f).read_text() for n, f in output.artifacts.items() if (work_dir / f).is_file()}
@@ -197,7 +211,7 @@ def _failed(base: dict[str, Any], kind: str, code: str, message: str, hint: str 
 
 
 def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: dict[str, CheckpointRef], *,
-                phase: int, progress: Callable[[str], None]) -> list[ProfileResult]:
+                phase: int, progress: Callable[[str], None], requested_method: str | None = None) -> list[ProfileResult]:
     """The Profiling phase of np run: each listed checkpoint in list order, results to report.json and job.json."""
     log = get_logger("Profiler")
     device = run.device
@@ -208,9 +222,9 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     store.update_report(lambda r: r.update({"profile": {
         "enabled": True, "listed": [p.listed_as for p in plan.profile], "method": plan.profile[0].method
         if plan.profile else None, "results": []}}))
-    from np_optimizer.api.experiments import remote_for
+    from np_optimizer.device_settings import remote_for
 
-    remote = remote_for(run.experiment, device)
+    remote = remote_for(run.experiment, device.name)
     results = []
     seen: set[str] = set()
     for index, planned in enumerate(plan.profile):
@@ -226,7 +240,8 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
         else:
             result = profile_checkpoint(
                 checkpoint=ref, job_dir=store.job_dir(ref.job), experiment_root=run.experiment.root, device=device,
-                method=planned.method, requested_method=None, options=run.config.detail.profile_options(index),
+                method=planned.method, requested_method=requested_method,
+                options=run.config.detail.profile_options(index),
                 trigger="RUN_INLINE", force=False, log_file=run.log_file, remote=remote, progress=progress,
                 seen=seen)
         store.set_inline_result(result)

@@ -92,14 +92,18 @@ def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str])
     return row
 
 
-def _groups(post_hoc: list[dict[str, Any]]) -> list[PostHocGroup]:
+def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str]) -> list[PostHocGroup]:
+    """One group per checkpoint; rounds of an older version of it (another sha256) are counted as stale."""
     groups: dict[str, PostHocGroup] = {}
     for result in post_hoc:
         if result.get("trigger") != "POSTHOC":
             continue
         target = str(result.get("checkpoint", "")).lower()
         group = groups.setdefault(target, PostHocGroup(target, result.get("job", ""), [], {}))
-        if result.get("status") == "SUCCESS":
+        sha = result.get("checkpoint_sha256")
+        if sha and current.get(str(result.get("checkpoint"))) not in (None, sha):
+            group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
+        elif result.get("status") == "SUCCESS":
             group.rounds.append(result)
         else:
             status = str(result.get("status", "unknown")).lower()
@@ -152,7 +156,9 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
         if row.profile.get("status") == "FAILED" and row.profile.get("error"):
             warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
     post_hoc = list(report.get("post_hoc") or [])
-    return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows, post_hoc=_groups(post_hoc),
+    current = {e.get("checkpoint"): (e.get("output") or {}).get("sha256") for e in entries}
+    return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows,
+                            post_hoc=_groups(post_hoc, current),
                             post_hoc_all=sorted(post_hoc, key=lambda r: r.get("started_at", "")),
                             profiling_enabled=enabled, method=method, warnings=warnings,
                             notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()])

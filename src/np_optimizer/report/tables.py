@@ -116,7 +116,8 @@ def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: li
         for header, metric_type, _plain, fmt, _optional in shown:
             metric = row.metrics.get(metric_type)
             if metric is not None and (metric.get("value") is not None or metric.get("identical")):
-                line.append(fmt(metric))
+                partial = metric_type == "LATENCY" and bool((row.profile or {}).get("partial"))
+                line.append(fmt(metric) + (" (partial)" if partial else ""))  # fewer runs than asked: timeout
             elif metric_type == "SNR" and is_input:
                 line.append("(ref)")  # the reference every SNR is measured against
             else:
@@ -130,7 +131,7 @@ def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: li
             unsupported = (row.lowering or {}).get("status") == "unsupported"
             if size and not unsupported:
                 change = f" ({(size - input_pte) / input_pte:+.0%})" if input_pte and not is_input else ""
-                line.append(f"{size / 1e6:.3f}{change}")
+                line.append(f"{mib(size):.3f}{change}")
             else:
                 line.append("n/a" if unsupported else (NOT_FINISHED if not row.finished else NO_VALUE))
                 used.add("lowering" if unsupported else (NOT_FINISHED if not row.finished else NO_VALUE))

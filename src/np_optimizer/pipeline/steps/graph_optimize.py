@@ -3,6 +3,7 @@ beyond the tolerance is dropped with a warning."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from np_optimizer.config import GraphOptimizeConfig
@@ -21,7 +22,10 @@ def _worst_error(reference: list[Any], outputs: list[Any]) -> tuple[float, float
         for r, o in zip(flat_tensors(ref), flat_tensors(out)):
             if r.shape != o.shape:
                 return float("inf"), 1.0
-            worst = max(worst, float((r.double() - o.double()).abs().max()) if r.numel() else 0.0)
+            error = float((r.double() - o.double()).abs().max()) if r.numel() else 0.0
+            if not math.isfinite(error):  # NaN or inf: the pass broke the outputs
+                return float("inf"), 1.0
+            worst = max(worst, error)
             scale = max(scale, float(r.abs().max()) if r.numel() else 0.0)
     return worst, max(scale, 1e-12)
 
@@ -52,7 +56,15 @@ def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcom
             if name in dropped:
                 continue
             ctx.progress(f"pass {name} (round {round_})")
-            result = run_pass(program)
+            try:
+                result = run_pass(program)
+            except Exception as exc:  # a pass that crashes on this graph is dropped, like one that breaks outputs
+                dropped.add(name)
+                warnings.append(f"Pass {name} was dropped: it failed on this graph ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''}).")
+                ctx.log.warning(warnings[-1])
+                applied.append({"pass": name, "round": round_, "outcome": "dropped", "error": warnings[-1]})
+                continue
             if not result.changed:
                 if round_ == 1:
                     applied.append({"pass": name, "round": round_, "outcome": "no change"})

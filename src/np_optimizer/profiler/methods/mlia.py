@@ -13,6 +13,7 @@ from typing import Any
 
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.methods import register_method
+from np_optimizer.profiler.render import mib
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
 from np_optimizer.versions import np_version, tool_version
@@ -60,6 +61,10 @@ def _cpu_scope(request: ProfileRequest) -> MethodOutput:
     )
 
 
+class _Unsupported(Exception):
+    """The checkpoint has no NPU program MLIA could honestly estimate."""
+
+
 def _value(estimate: dict[str, Any], name: str) -> float:
     return float(estimate["key_metrics"].get(name) or 0.0)
 
@@ -87,6 +92,9 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
             warnings.append(f"{sum(outside.values())} op(s) run on the CPU outside the NPU ({ops}): the figures cover "
                             "the NPU part only; the CPU part's time and memory are not included.")
         return estimates, notices, warnings, "compiled .tosa (ExecuTorch Arm backend)"
+    if compiled.quantized:  # quantized, yet nothing was delegated: estimating MLIA's own int8 version would mislead
+        raise _Unsupported(f"{request.checkpoint} is quantized but the Ethos-U partitioner delegated none of its ops "
+                           f"({compiled.reason}); there is no NPU program to estimate.")
     notices.append("This checkpoint is float, which the Ethos-U NPU cannot run as it is: MLIA estimated it through its "
                    ".pt2 path, which first quantizes it with default int8 post-training quantization (calibrated on "
                    "the example input only). The figures describe that int8 model, not this float checkpoint.")
@@ -100,9 +108,9 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
     for item in estimates:
         warnings += [w.split(": ", 1)[1] if ": " in w else w for w in item["warnings"]]
     total_cycles = sum(_value(e, "total_cycles") for e in estimates)
-    if total_cycles == 0 and not any("NPU" in w for w in warnings):
-        warnings.append("MLIA estimated zero cycles: no work was placed on the NPU; the figures cover the NPU part "
-                        "only and do not describe this model's run time.")
+    if total_cycles == 0:
+        warnings.append("MLIA estimated zero cycles: no work was placed on the NPU, so latency and memory are left "
+                        "out; they would not describe this model's run time.")
     latency = sum(_value(e, "inference_time") for e in estimates)
     memory_bytes = sum(float(e["memory"]["total_bytes"]) for e in estimates)
     weights = sum(_value(e, "model_weight_memory") for e in estimates)
@@ -121,16 +129,20 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
     compiled = request.compiled
     op_share = (100.0 * compiled.delegated_ops / compiled.total_ops) if compiled.total_ops and \
         compiled.status == "ok" else None
-    metrics = [
-        MetricValue(str(M.LATENCY), latency, "ms", stat="estimate", source=f"estimated by {tool}, {where}"),
-        MetricValue(str(M.MEMORY), memory_bytes / (1024 * 1024), "MB", stat="footprint", source=memory_source),
-        MetricValue(str(M.MODEL_WEIGHT_MEMORY), weights, "B", source=f"NPU-encoded weights, estimated by {tool}"),
-        MetricValue(str(M.MACS), macs, "MACs", source=f"nn_macs by {tool}"),
-        MetricValue(str(M.PARAMS), params, "params", source=_graph_source()),
-        MetricValue(str(M.NPU_CYCLES), sum(_value(e, "npu_cycles") for e in estimates), "cycles", source=tool),
-        MetricValue(str(M.TOTAL_CYCLES), total_cycles, "cycles", source=tool),
-        MetricValue(str(M.INFERENCES_PER_SECOND), 1000.0 / latency if latency else 0.0, "1/s", source=tool),
-    ]
+    metrics = [MetricValue(str(M.PARAMS), params, "params", source=_graph_source())]
+    if total_cycles > 0:  # zero cycles: nothing ran on the NPU, and a 0 ms latency would be a fake number
+        metrics += [
+            MetricValue(str(M.LATENCY), latency, "ms", stat="estimate", source=f"estimated by {tool}, {where}"),
+            MetricValue(str(M.MEMORY), mib(memory_bytes), "MB", stat="footprint", source=memory_source),
+            MetricValue(str(M.NPU_CYCLES), sum(_value(e, "npu_cycles") for e in estimates), "cycles", source=tool),
+            MetricValue(str(M.TOTAL_CYCLES), total_cycles, "cycles", source=tool),
+            MetricValue(str(M.INFERENCES_PER_SECOND), 1000.0 / latency, "1/s", source=tool),
+        ]
+    if weights > 0:
+        metrics.append(MetricValue(str(M.MODEL_WEIGHT_MEMORY), weights, "B",
+                                   source=f"NPU-encoded weights, estimated by {tool}"))
+    if macs > 0:
+        metrics.append(MetricValue(str(M.MACS), macs, "MACs", source=f"nn_macs by {tool}"))
     if op_share is not None:
         metrics.append(MetricValue(str(M.NPU_OP_SHARE), round(op_share, 2), "%",
                                    source="ops inside the Ethos-U delegate / all ops of the compiled program"))
@@ -163,6 +175,11 @@ def profile_mlia(request: ProfileRequest) -> MethodOutput:
         return _cpu_scope(request)
     try:
         return _ethos_u(request)
+    except _Unsupported as exc:
+        return MethodOutput(status="FAILED", result_kind="estimated",
+                            error={"code": "NP-PRF-422", "message": str(exc),
+                                   "hint": "See the compile record (np status); the checkpoint's ops may not be "
+                                   "supported by this Ethos-U."})
     except Exception as exc:  # MLIA/Vela failures name the operator in the root cause
         from np_optimizer.profiler.mlia_adapter import MliaEstimateError
 

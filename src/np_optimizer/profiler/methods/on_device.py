@@ -29,7 +29,7 @@ __all__ = ["profile", "measure_options"]
 
 RAW_FILE = "measurement.json"
 _KIND = "measured"
-_STAT_WARNINGS = ("high spread", "first timed run")  # the stats findings shown as warnings (outliers stay in extras)
+_STAT_WARNINGS = ("high spread", "the first timed run")  # the stats findings shown as warnings (outliers stay in extras)
 
 
 def measure_options(options: dict[str, Any]) -> MeasureOptions:
