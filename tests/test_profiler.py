@@ -87,6 +87,11 @@ def test_reuse_force_and_corrupt_cache(npu_run: Path, run_np, tmp_path: Path, mo
     assert any("corrupt cached estimate" in w for w in healed.json["results"][0]["warnings"])
     rounds = [r for r in _report(npu_run)["post_hoc"] if r["checkpoint"] == "GRAPH_QUANTIZE"]
     assert len(rounds) >= 4 and all(r["trigger"] == "POSTHOC" for r in rounds)
+    assert run_np("run", "--retry", cwd=npu_run).exit_code == 0  # inline: the estimates above are reused
+    assert all(r["cache"]["reused"] for r in _report(npu_run)["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
+    assert run_np("run", "--retry", "--force", cwd=npu_run).exit_code == 0
+    inline = _report(npu_run)["profile"]["results"]
+    assert inline and all(r["cache"]["forced"] and not r["cache"]["reused"] for r in inline)
 
 
 def test_cached_profile_and_report_do_not_import_torch(npu_run: Path) -> None:

@@ -17,6 +17,8 @@ from np_optimizer.report.sortfilter import apply_filter, apply_sort, parse_filte
 
 def test_humanized_counts() -> None:
     assert [humanize_count(v) for v in (1_800_000_000, 11_700_000, 3_100, 512)] == ["1.8G", "11.7M", "3.1K", "512"]
+    # a value that rounds up to 1000 of one suffix is shown with the next one
+    assert [humanize_count(v) for v in (999_950, 999_940, 999.6, 950)] == ["1.0M", "999.9K", "1.0K", "950"]
 
 
 def test_sort_grammar() -> None:
@@ -35,6 +37,8 @@ def test_filter_grammar_and_missing_values() -> None:
     assert kept == [rows[0]]  # a missing value never matches
     ordered = apply_sort(rows, parse_sort("latency"), lambda r, t: r[t])
     assert [r["LATENCY"] for r in ordered] == [4.0, 6.0, None]  # missing values go last
+    weights = parse_filter("model_weight_memory<2")[0]  # MB, as the table shows it; stored in bytes
+    assert weights.matches(1.5 * 1024 * 1024) and not weights.matches(3 * 1024 * 1024)
     for bad in ("latency", "latency<<5", "speed>1", "latency<abc"):
         with pytest.raises(UsageError):
             parse_filter(bad)
@@ -132,3 +136,21 @@ def test_unfinished_rows_show_double_dash(workspace: Path, run_np) -> None:
     assert result.exit_code == 0 and "the row is not finished yet" in result.stdout
     row = next(line for line in result.stdout.splitlines() if "input_model" in line)
     assert row.count("--") == 2  # MACs and Params will come: shown as not finished yet
+
+
+def test_inline_result_of_an_older_checkpoint_is_not_shown() -> None:
+    from np_optimizer.report.model import build_experiment_report
+
+    # an interrupted run can leave the profile result of the checkpoint its step has since replaced
+    entry = {"job": "01_graph_optimize", "step_type": "graph_optimize", "checkpoint": "GRAPH_OPTIMIZE",
+             "status": "success", "output": {"sha256": "new"}}
+    result = {"checkpoint": "GRAPH_OPTIMIZE", "checkpoint_sha256": "old", "status": "SUCCESS", "method": "mlia",
+              "result_kind": "estimated", "metrics": [{"metric_type": "LATENCY", "value": 1.5, "unit": "ms"}]}
+    report = {"experiment": {"name": "e", "device": "alif_e8"}, "pipeline": {"steps": [entry]},
+              "profile": {"enabled": True, "listed": ["GRAPH_OPTIMIZE"], "method": "mlia", "results": [result]}}
+    built = build_experiment_report(report)
+    assert built.rows[0].value("LATENCY") is None
+    assert any("older checkpoint" in w for w in built.warnings)
+    fresh = build_experiment_report({**report, "profile": {**report["profile"],
+                                                           "results": [{**result, "checkpoint_sha256": "new"}]}})
+    assert fresh.rows[0].value("LATENCY") == 1.5

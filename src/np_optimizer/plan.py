@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from np_optimizer.config import ExperimentConfig, StepConfig
 from np_optimizer.config.checkpoints import INPUT_MODEL, step_of_checkpoint
+from np_optimizer.config.detail_config import PROFILE_OPTIONS
+from np_optimizer.config.options import merge_defaults
 from np_optimizer.devices import Device, default_method, method_support
 from np_optimizer.metrics import MetricType
 
@@ -16,6 +18,7 @@ __all__ = ["PlannedStep", "PlannedProfile", "Plan", "build_plan", "job_name", "H
 HEADLINE_METRICS = (MetricType.LATENCY, MetricType.MEMORY, MetricType.MODEL_WEIGHT_MEMORY, MetricType.MACS,
                     MetricType.PARAMS)
 INPUT_JOB = "00_input_model"
+PROFILE_DEFAULTS = merge_defaults(PROFILE_OPTIONS, None)
 
 
 def job_name(index: int, kind: str) -> str:
@@ -47,6 +50,7 @@ class PlannedProfile:
     missing: tuple[str, ...]
     scope_note: str
     options: dict[str, Any]
+    ignored_options: dict[str, Any] = field(default_factory=dict)  # set in run.detail.yaml, unused by a static method
 
 
 @dataclass(frozen=True)
@@ -81,12 +85,14 @@ def build_plan(config: ExperimentConfig, device: Device, *, method: str | None =
         for index, (listed, concrete) in enumerate(config.run.resolved_profile()):
             kind = step_of_checkpoint(concrete)
             job = INPUT_JOB if kind is None else next(s.job for s in steps if s.kind == kind)
-            options = dict(config.detail.profile_options(index)) if support.result_kind == "measured" else {}
+            given = dict(config.detail.profile_options(index))
+            options = given if support.result_kind == "measured" else {}
+            ignored = {} if options else {k: v for k, v in given.items() if v != PROFILE_DEFAULTS.get(k)}
             entries.append(PlannedProfile(
                 listed_as=listed, checkpoint=concrete, job=job, method=chosen, result_kind=support.result_kind,
                 metrics=tuple(str(m) for m in support.metrics),
                 missing=tuple(str(m) for m in HEADLINE_METRICS if m not in support.metrics),
-                scope_note=support.note, options=options,
+                scope_note=support.note, options=options, ignored_options=ignored,
             ))
         profile = tuple(entries)
     evaluate = tuple(f"{e.checkpoint} ({','.join(e.metrics)})" for e in config.run.evaluate)

@@ -86,9 +86,18 @@ def _project_report(project: str | None, cwd: Path) -> ReportView:
     plain.insert(0, ["input_model", "", "", *first["plain"]])
     columns = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)",
                "Method"]
+    caption = f"Each experiment's row shows its output checkpoint; device {owner.info['device']}."
+    # Latency and memory columns no experiment has (mlia on a CPU target) are left out, as in the experiment report
+    empty = [i for i in (3, 4) if all(row[i] == "-" for row in rows)]
+    if empty:
+        caption += f" No {' or '.join(columns[i].split('(')[0].lower() for i in empty)} from np run's profiling " \
+                   "here: see each experiment's post-hoc rounds (np report -e NAME), or measure with `np profile " \
+                   "--method on-device`."
+        rows = [[cell for i, cell in enumerate(row) if i not in empty] for row in rows]
+        columns = [c for i, c in enumerate(columns) if i not in empty]
     table = Table(f"Project: {owner.name}", columns, rows,
                   ["model", "steps", "status", "latency_ms", "memory_mb", "macs", "params", "snr_db", "method"], plain,
-                  caption=f"Each experiment's row shows its output checkpoint; device {owner.info['device']}.")
+                  caption=caption)
     data = {"project": {"name": owner.name, "device": owner.info["device"]},
             "base_model": {"name": owner.info["model"].get("name"), "metrics": first["metrics"]},
             "experiments": data_rows}

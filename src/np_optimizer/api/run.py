@@ -13,11 +13,12 @@ __all__ = ["run"]
 
 
 def run(*, experiment: str | None = None, project: str | None = None, retry: bool = False,
-        profile_method: str | None = None, cwd: Path | None = None,
+        profile_method: str | None = None, force: bool = False, cwd: Path | None = None,
         console_write: Callable[[str], None] | None = None,
         progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
     """Run the experiment's steps and profile its listed checkpoints, locally and synchronously.
 
+    `force` estimates again instead of reusing a cached estimate of the same compiled checkpoint.
     Log lines go to `console_write` (if given) and to the experiment's logs/execution.log; what the libraries print,
     natively or through warnings, goes to the log file only.
     """
@@ -28,4 +29,4 @@ def run(*, experiment: str | None = None, project: str | None = None, retry: boo
     # Violations stop here: nothing runs and no log is started.
     load_experiment_config(exp.run_file, get_device(exp.project.device_name), model=exp.project.info["model"])
     with run_logging(exp.log_file, console_write), quiet_native_output(exp.log_file):
-        return run_experiment(exp, retry=retry, profile_method=profile_method, progress=progress)
+        return run_experiment(exp, retry=retry, profile_method=profile_method, force=force, progress=progress)

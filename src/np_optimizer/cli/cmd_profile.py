@@ -42,6 +42,8 @@ def _cell(result: ProfileResult, metric_type: str) -> str:
 
 def _title(results: list[ProfileResult]) -> str:
     kinds = {r.result_kind for r in results if r.status == "SUCCESS"}
+    if not kinds:
+        return "Profile Results — failed"
     if kinds == {"measured"}:
         return "Profile Results — measured"
     estimated = next((r for r in results if r.result_kind == "estimated" and r.status == "SUCCESS"), None)
@@ -95,9 +97,10 @@ def register(app: typer.Typer) -> None:
         if result.reused:
             notice("Every result above reused an earlier estimate of the same compiled checkpoint on the same "
                    "device; nothing new ran. Use --force to estimate again.")
-        else:
-            for text in dict.fromkeys(n for r in result.results for n in r.notices):
-                notice(text)
+        # the caveats on the numbers hold for reused results too (a float checkpoint quantized by MLIA, say)
+        for text in dict.fromkeys(n for r in result.results for n in r.notices
+                                  if not (result.reused and n.startswith("Reused an earlier"))):
+            notice(text)
         for text in dict.fromkeys(w for r in result.results for w in r.warnings):
             warn(text)
         if result.failed:

@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
         sort: Annotated[Optional[str], typer.Option("--sort", "-s", help="metric[:asc|desc][,...]: latency, memory, "
                                                     "macs, params, model_weight_memory, snr, pte_size.")] = None,
         filter_: Annotated[Optional[str], typer.Option("--filter", "-f", help="metric OP number[,...], e.g. "
-                                                       "'latency<5,snr>=30'.")] = None,
+                                                       "'latency<5,snr>=30,pte_size<0.5'. Numbers in the units "
+                                                       "shown: ms, MB (MiB), dB.")] = None,
         json_mode: JsonOpt = False,
         plain: PlainOpt = False,
     ) -> None:
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
                         section=view.scope)
             for index, table in enumerate(view.tables):
                 name = "pipeline" if index == 0 and view.scope == "experiment" else (
-                    view.scope if index == 0 else "posthoc_profile:" + table.title.rsplit(": ", 1)[-1].rstrip(" ]"))
+                    "experiments" if index == 0 else "posthoc_profile:" + table.title.rsplit(": ", 1)[-1].rstrip(" ]"))
                 print_plain(table.plain_columns, table.plain_rows, section=name)
             return
         first, *post_hoc = view.tables
@@ -51,4 +52,6 @@ def register(app: typer.Typer) -> None:
         for text in view.notices:
             out.print(f"[cyan]Note:[/] {text}")
         if view.scope == "experiment":
-            out.print("Next: np report --sort latency   |   np profile --method on-device -d host")
+            on_cpu = str((view.data.get("experiment") or {}).get("device_backend", "")).endswith("xnnpack")
+            # measuring on this machine only makes sense for a CPU target; an NPU's figures come from MLIA
+            out.print("Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else ""))

@@ -51,6 +51,8 @@ def register(app: typer.Typer) -> None:
         retry: Annotated[bool, typer.Option("--retry", help="Reuse finished steps whose inputs and config are "
                                             "unchanged.")] = False,
         profile_method: MethodOpt = None,
+        force: Annotated[bool, typer.Option("--force", help="Profile again instead of reusing an earlier estimate of "
+                                            "the same compiled checkpoint.")] = False,
         json_mode: JsonOpt = False,
     ) -> int:
         """Run the experiment's steps, then compile and profile each checkpoint listed under profile:."""
@@ -71,7 +73,7 @@ def register(app: typer.Typer) -> None:
             return 0 if report.is_valid else EXIT_VALIDATION
         with live_display(quiet=json_mode) as display:
             summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
-                              console_write=display.write, progress=display.progress)
+                              force=force, console_write=display.write, progress=display.progress)
         if json_mode:
             print_json(summary_dict(summary))
         else:

@@ -30,6 +30,11 @@ def plan_text(plan: Plan) -> str:
         for p in plan.profile:
             opts = f"  [{', '.join(f'{k}={v}' for k, v in p.options.items())}]" if p.options else ""
             lines.append(f"  {p.listed_as:<18} -> {p.job:<20} {p.method} ({p.result_kind}): {', '.join(p.metrics)}{opts}")
+        for index, p in enumerate(plan.profile):
+            if p.ignored_options:
+                given = ", ".join(f"{k}={v}" for k, v in p.ignored_options.items())
+                lines.append(f"  Note: run.detail.yaml's profile[{index}] sets {given}, which {p.method} ignores "
+                             "(a static estimate); they apply to measured profiling only.")
         gaps = {(p.method, p.missing, p.scope_note) for p in plan.profile if p.missing}
         for method, missing, note in sorted(gaps):
             lines.append(f"  Not given by {method} on {plan.device}: {', '.join(missing)}. {note}")

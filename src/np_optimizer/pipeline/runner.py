@@ -70,7 +70,7 @@ def _load_reference(run: RunContext, ref: CheckpointRef) -> None:
 
 
 def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
-                   progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
+                   force: bool = False, progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
     """Run everything run.yaml asks for; the caller sets up logging (see np_optimizer.logs.run_logging)."""
     started = time.perf_counter()
     project = experiment.project
@@ -123,7 +123,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         from np_optimizer.profiler.session import profile_run
 
         summary.profile = profile_run(run, store, plan, produced, phase=phase, progress=progress,
-                                      requested_method=profile_method)
+                                      requested_method=profile_method, force=force)
     else:
         get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
         store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))

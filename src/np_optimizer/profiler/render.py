@@ -7,14 +7,19 @@ from np_optimizer.records import ProfileResult
 __all__ = ["metric_lines", "humanize_count", "mib"]
 
 
+_SCALES = ((1.0, ""), (1e3, "K"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
+
+
 def humanize_count(value: float | None) -> str:
     """1.8G, 11.7M, 3.1K: counts as the report shows them."""
     if value is None:
         return "-"
-    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(value) >= limit:
-            return f"{value / limit:.1f}{suffix}"
-    return f"{value:.0f}"
+    index = max((i for i, (limit, _) in enumerate(_SCALES) if abs(value) >= limit), default=0)
+    digits = 0 if index == 0 else 1
+    if index + 1 < len(_SCALES) and abs(round(value / _SCALES[index][0], digits)) >= 1000:
+        index, digits = index + 1, 1  # 999,950 rounds to 1000.0K: say 1.0M
+    limit, suffix = _SCALES[index]
+    return f"{value / limit:.{digits}f}{suffix}"
 
 
 def mib(value_bytes: float) -> float:

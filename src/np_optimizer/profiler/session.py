@@ -211,7 +211,8 @@ def _failed(base: dict[str, Any], kind: str, code: str, message: str, hint: str 
 
 
 def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: dict[str, CheckpointRef], *,
-                phase: int, progress: Callable[[str], None], requested_method: str | None = None) -> list[ProfileResult]:
+                phase: int, progress: Callable[[str], None], requested_method: str | None = None,
+                force: bool = False) -> list[ProfileResult]:
     """The Profiling phase of np run: each listed checkpoint in list order, results to report.json and job.json."""
     log = get_logger("Profiler")
     device = run.device
@@ -242,7 +243,7 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
                 checkpoint=ref, job_dir=store.job_dir(ref.job), experiment_root=run.experiment.root, device=device,
                 method=planned.method, requested_method=requested_method,
                 options=run.config.detail.profile_options(index),
-                trigger="RUN_INLINE", force=False, log_file=run.log_file, remote=remote, progress=progress,
+                trigger="RUN_INLINE", force=force, log_file=run.log_file, remote=remote, progress=progress,
                 seen=seen)
         store.set_inline_result(result)
         results.append(result)

@@ -92,6 +92,12 @@ def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str])
     return row
 
 
+def _is_stale(result: dict[str, Any] | None, entry: dict[str, Any]) -> bool:
+    """Was this inline result taken of another version of the entry's checkpoint?"""
+    sha, current = (result or {}).get("checkpoint_sha256"), (entry.get("output") or {}).get("sha256")
+    return bool(sha and current and sha != current)
+
+
 def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str]) -> list[PostHocGroup]:
     """One group per checkpoint; rounds of an older version of it (another sha256) are counted as stale."""
     groups: dict[str, PostHocGroup] = {}
@@ -113,7 +119,8 @@ def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str]) -> list[Pos
     return list(groups.values())
 
 
-def _scope_warning(report: dict[str, Any], rows: list[PipelineRow], method: str | None) -> list[str]:
+def _scope_warning(report: dict[str, Any], rows: list[PipelineRow], method: str | None, *,
+                   measured_post_hoc: bool = False) -> list[str]:
     experiment = report.get("experiment", {})
     device = _BY_NAME.get(experiment.get("device", ""))
     if device is None or method is None:
@@ -124,9 +131,11 @@ def _scope_warning(report: dict[str, Any], rows: list[PipelineRow], method: str 
     missing = [m for m in HEADLINE if m not in {str(x) for x in support.metrics}]
     if not missing or not any(r.profile for r in rows):
         return []
+    where = ("Measured latency and memory are in the post-hoc tables above." if measured_post_hoc else
+             "For measured latency and memory run `np profile --method on-device -d host` (this machine) or give the "
+             "device an SSH destination.")
     return [f"Not given by {method} on {device.name} ({device.runtime}/{device.backend}): {', '.join(missing)}; "
-            f"those columns are omitted. {support.note} For measured latency and memory run "
-            "`np profile --method on-device -d host` (this machine) or give the device an SSH destination."]
+            f"those columns are omitted. {support.note} {where}"]
 
 
 def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
@@ -137,10 +146,17 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
     # OUTPUT_MODEL is an alias: listed names resolve to the concrete checkpoint in results
     listed |= {r.get("checkpoint") for r in profile.get("results", [])}
     entries = ([pipeline["input_model"]] if pipeline.get("input_model") else []) + list(pipeline.get("steps", []))
-    rows = [_row(e, results.get(e.get("checkpoint")), listed) for e in entries]
+    stale = [e.get("checkpoint", "").lower() for e in entries if _is_stale(results.get(e.get("checkpoint")), e)]
+    rows = [_row(e, None if _is_stale(results.get(e.get("checkpoint")), e) else results.get(e.get("checkpoint")),
+                 listed) for e in entries]
     enabled = bool(profile.get("enabled"))
     method = profile.get("method")
-    warnings = _scope_warning(report, rows, method)
+    measured = any(r.get("trigger") == "POSTHOC" and r.get("status") == "SUCCESS" and r.get("result_kind") == "measured"
+                   for r in report.get("post_hoc") or [])
+    warnings = _scope_warning(report, rows, method, measured_post_hoc=measured)
+    if stale:  # an interrupted run can leave profile results of the checkpoints its steps have since replaced
+        warnings.append(f"{', '.join(stale)}: the profile result in report.json is of an older checkpoint (another "
+                        "sha256) and is not shown; `np run --retry` or `np profile` profiles the current one.")
     if not enabled and rows:
         warnings.append("run.yaml has no profile section, so nothing was profiled in np run; "
                         "add `profile:` or use `np profile`.")

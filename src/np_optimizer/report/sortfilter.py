@@ -2,6 +2,8 @@
 
     --sort   metric[:asc|desc][,metric...]     default: desc for higher-is-better metrics (snr), asc otherwise
     --filter metric OP number[,metric OP number...]   OP in > < >= <= == != ; conditions are ANDed
+
+Numbers are in the units the table shows: ms, MB (MiB: bytes / 1024**2) for memory, weight memory and .pte size, dB.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ SORTABLE: dict[str, tuple[str, bool]] = {
     "snr": ("SNR", True),
     "pte_size": ("PTE_SIZE", False),
 }
+# metrics stored in bytes but shown (and filtered) in MB
+_BYTES_SHOWN_AS_MB = {"MODEL_WEIGHT_MEMORY", "PTE_SIZE"}
 _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "==": operator.eq,
                                                    "!=": operator.ne, ">": operator.gt, "<": operator.lt}
 _EXAMPLES = "Examples: --sort latency  --sort snr:desc,latency  --filter 'latency<5,snr>=30'"
@@ -93,6 +97,8 @@ def parse_filter(expr: str | None) -> list[Condition]:
             value = float(number)
         except ValueError:
             raise UsageError(f"'{number}' is not a number in --filter.", hint=_EXAMPLES, code="NP-RPT-400") from None
+        if metric in _BYTES_SHOWN_AS_MB:
+            value *= 1024 * 1024
         out.append(Condition(token.lower(), metric, op, value))
     return out
 

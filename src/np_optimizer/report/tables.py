@@ -167,10 +167,11 @@ def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: li
     return Table(title, columns, cells, plain_columns, plain, caption, footnotes)
 
 
-_POST_HOC_COLUMNS = ["Started", "Device", "Runtime", "Backend", "Method", "Latency(ms)", "Memory(MB)",
+_POST_HOC_COLUMNS = ["Started (UTC)", "Device", "Runtime", "Backend", "Method", "Latency(ms)", "Memory(MB)",
                      "Weight Memory(MB)", "MACs", "Params"]
 _POST_HOC_PLAIN = ["measurement_ref_id", "status", "device", "runtime", "backend", "method", "latency_ms",
                    "memory_mb", "model_weight_memory_mb", "macs", "params"]
+_POST_HOC_LEADING = 5  # the columns before the metrics, always shown
 
 
 def _metric_of(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
@@ -178,6 +179,8 @@ def _metric_of(result: dict[str, Any], metric_type: str) -> dict[str, Any] | Non
 
 
 def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
+    """One table per checkpoint; a metric column no round gives (latency from mlia on a CPU, say) is left out.
+    The --plain columns stay fixed, so scripts can rely on them."""
     tables = []
     for group in groups:
         cells, plain = [], []
@@ -190,8 +193,11 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
             plain.append([result.get("measurement_id"), result.get("status"), result.get("device"),
                           result.get("runtime"), result.get("backend"), result.get("method"),
                           *(_plain_value(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
+        keep = [i for i in range(len(_POST_HOC_COLUMNS))
+                if i < _POST_HOC_LEADING or any(line[i] != NO_VALUE for line in cells)]
         hidden = " · ".join(f"{status} {count}" for status, count in sorted(group.hidden.items()))
-        tables.append(Table(f"[ np profile (post-hoc) — Target: {group.target} ]", list(_POST_HOC_COLUMNS), cells,
+        tables.append(Table(f"[ np profile (post-hoc) — Target: {group.target} ]",
+                            [_POST_HOC_COLUMNS[i] for i in keep], [[line[i] for i in keep] for line in cells],
                             list(_POST_HOC_PLAIN), plain, caption=f"hidden: {hidden}" if hidden else ""))
     return tables
 
