@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from np_optimizer.devices import DEVICES, Device, find_device
@@ -121,8 +122,9 @@ def models_list() -> list[BuiltinModel]:
 
 def devices_list(*, filters: dict[str, str] | None = None, sort: str | None = None) -> list[Device]:
     """The catalogue, filtered by exact `key=value` matches (device, runtime, backend, method, mlia_target)."""
-    keys = {"device": lambda d: d.name, "runtime": lambda d: d.runtime, "backend": lambda d: d.backend,
-            "mlia_target": lambda d: d.mlia_target or "", "method": lambda d: ",".join(d.method_names)}
+    keys: dict[str, Callable[[Device], str]] = {
+        "device": lambda d: d.name, "runtime": lambda d: d.runtime, "backend": lambda d: d.backend,
+        "mlia_target": lambda d: d.mlia_target or "", "method": lambda d: ",".join(d.method_names)}
     rows = list(DEVICES)
     for key, value in (filters or {}).items():
         getter = keys.get(key)

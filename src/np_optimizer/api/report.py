@@ -59,7 +59,7 @@ def _project_report(project: str | None, cwd: Path) -> ReportView:
     owner = resolve_project(project, cwd)
     rows: list[list[str]] = []
     plain: list[list[Any]] = []
-    data_rows = []
+    data_rows: list[dict[str, Any]] = []
     base: ExperimentReport | None = None
     for exp in owner.experiments():
         try:

@@ -10,8 +10,12 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.status import Status
 
 __all__ = ["LiveDisplay", "live_display"]
 
@@ -20,7 +24,7 @@ class LiveDisplay:
     def __init__(self, console: Console, quiet: bool) -> None:
         self.console = console
         self.quiet = quiet
-        self._status = None
+        self._status: Status | None = None
         self._started = time.monotonic()
         self._text = "starting"
 

@@ -88,8 +88,8 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     start = time.perf_counter()
-    base = {"device": device.name, "backend": device.backend, "target": device.mlia_target, "program_sha256": sha,
-            "compile_key": key, "versions": _versions(device)}
+    base: dict[str, Any] = {"device": device.name, "backend": device.backend, "target": device.mlia_target,
+                            "program_sha256": sha, "compile_key": key, "versions": _versions(device)}
     try:
         program = load_program(program_path)
         fields = _lowerer(device)(program, out_dir)

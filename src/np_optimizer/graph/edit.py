@@ -14,7 +14,7 @@ import copy
 import functools
 import operator
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -97,7 +97,7 @@ def written_in_place(node: Node) -> bool:
 def alias_root(node: Node) -> Node:
     """The tensor `node` is a view of (walks back through view ops)."""
     while node.op == "call_function" and aliases_input(node) and node.args and hasattr(node.args[0], "op"):
-        node = node.args[0]
+        node = cast("Node", node.args[0])  # an argument with `.op` is a Node
     return node
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from np_optimizer.graph.edit import (
     ProgramEdit, alias_root, aten_op, aten_ops, erase_if_dead, foldable, is_layout_op, layout_kept, meta_val, node_arg,
@@ -118,15 +118,17 @@ def _fused_weights(ed: ProgramEdit, m: _ConvBN) -> tuple[torch.Tensor, torch.Ten
     def f64(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.detach().to(torch.float64)
 
+    # w is asserted above and _match_conv_bn checked that mean and var are constants: f64 returns tensors for them
     new_w, new_b = torch.nn.utils.fusion.fuse_conv_bn_weights(
-        f64(w), f64(b), f64(mean), f64(var), m.eps, f64(bn_w), f64(bn_b), transpose=m.transposed)
+        cast(torch.Tensor, f64(w)), f64(b), cast(torch.Tensor, f64(mean)), cast(torch.Tensor, f64(var)), m.eps,
+        f64(bn_w), f64(bn_b), transpose=m.transposed)
     return new_w.detach().to(w.dtype), new_b.detach().to(b.dtype if b is not None else w.dtype)
 
 
 def _write_conv_params(ed: ProgramEdit, conv: Node, new_w: torch.Tensor, new_b: torch.Tensor) -> None:
     """Store the fused tensors: in place when only this conv reads them (names such as `c1.weight` are kept),
     otherwise as a new parameter `<weight>_bn_fused`; a conv without bias gets `<prefix>.bias`."""
-    w_node, b_node = conv.args[1], node_arg(conv, 2, "bias")
+    w_node, b_node = cast("Node", conv.args[1]), node_arg(conv, 2, "bias")  # _match_conv_bn: a constant's Node
     assert hasattr(w_node, "users")
     w_fqn = ed.target(w_node)
     if len(w_node.users) == 1:
@@ -288,7 +290,7 @@ def _redundant_copy_input(node: Node) -> Node | None:
 
     if node.op != "call_function" or not node.args or not hasattr(node.args[0], "meta"):
         return None
-    src, t = node.args[0], node.target
+    src, t = cast("Node", node.args[0]), node.target  # an argument with `.meta` is a Node
     sv, ov = meta_val(src), node.meta.get("val")
     if not isinstance(sv, torch.Tensor) or not isinstance(ov, torch.Tensor):
         return None

@@ -71,7 +71,8 @@ def _matmul_flops(a: list[int], b: list[int], registry: dict[Any, Any]) -> int:
 
     a2 = [1] + a if len(a) == 1 else a  # vector operands become 1-row / 1-column matrices
     b2 = b + [1] if len(b) == 1 else b
-    nb = math.prod(torch.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))
+    # torch.broadcast_shapes has no annotations
+    nb = math.prod(torch.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2])))  # type: ignore[no-untyped-call]
     return int(registry[torch.ops.aten.bmm]([nb] + a2[-2:], [nb] + b2[-2:], out_val=None))
 
 

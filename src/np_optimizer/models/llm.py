@@ -134,6 +134,8 @@ def _modules() -> dict[str, type]:
     import torch.nn.functional as F
     from torch import nn
 
+    # nn.Module.__call__ is typed as returning Any, hence the `type: ignore[no-any-return]` on the forward returns
+
     class RMSNorm(nn.Module):
         def __init__(self, dim: int, eps: float) -> None:
             super().__init__()
@@ -164,7 +166,7 @@ def _modules() -> dict[str, type]:
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.o_proj(y.transpose(1, 2).reshape(b, t, d))
+            return self.o_proj(y.transpose(1, 2).reshape(b, t, d))  # type: ignore[no-any-return]
 
     class MLP(nn.Module):
         def __init__(self, cfg: TinyLlamaConfig) -> None:
@@ -174,7 +176,7 @@ def _modules() -> dict[str, type]:
             self.down_proj = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # type: ignore[no-any-return]
 
     class Block(nn.Module):
         def __init__(self, cfg: TinyLlamaConfig) -> None:
@@ -186,10 +188,13 @@ def _modules() -> dict[str, type]:
 
         def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
             x = x + self.self_attn(self.input_layernorm(x), cos, sin)
-            return x + self.mlp(self.post_attention_layernorm(x))
+            return x + self.mlp(self.post_attention_layernorm(x))  # type: ignore[no-any-return]
 
     class TinyLlama(nn.Module):
         """Llama-style decoder: int64[B, seq_len] token ids -> float32[B, seq_len, vocab] logits."""
+
+        rope_cos: torch.Tensor  # buffers, registered in __init__
+        rope_sin: torch.Tensor
 
         def __init__(self, cfg: TinyLlamaConfig) -> None:
             super().__init__()
@@ -211,7 +216,7 @@ def _modules() -> dict[str, type]:
             x = self.embed_tokens(input_ids)
             for layer in self.layers:
                 x = layer(x, cos, sin)
-            return self.lm_head(self.norm(x))
+            return self.lm_head(self.norm(x))  # type: ignore[no-any-return]
 
     _MODULES.update(RMSNorm=RMSNorm, Attention=Attention, MLP=MLP, Block=Block, TinyLlama=TinyLlama)
     return _MODULES
@@ -243,6 +248,7 @@ def build_tiny_llm(seed: int = 0, *, config: TinyLlamaConfig | None = None, outl
                 param.copy_(1.0 + 0.2 * torch.randn(param.shape, generator=generator))
         if outlier_channels > 0:
             channels = torch.randperm(cfg.dim, generator=generator)[:outlier_channels]
+            fed: list[tuple[Any, tuple[Any, ...]]]  # (norm, the Linear layers it feeds)
             fed = [(block.input_layernorm, (block.self_attn.q_proj, block.self_attn.k_proj, block.self_attn.v_proj))
                    for block in model.layers]
             fed += [(block.post_attention_layernorm, (block.mlp.gate_proj, block.mlp.up_proj))
@@ -303,8 +309,8 @@ def _quiet_transformers() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # transformers leaves these unannotated
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def _hf_modules() -> dict[str, type]:
@@ -321,6 +327,9 @@ def _hf_modules() -> dict[str, type]:
         (its scalar-to-tensor transform makes `arange + 0` a float, and the mask's index ops then fail).
         """
 
+        positions: torch.Tensor  # buffers, registered in __init__
+        causal_mask: torch.Tensor
+
         def __init__(self, model: nn.Module, seq_len: int, explicit_positions: bool = True) -> None:
             super().__init__()
             self.model = model
@@ -330,12 +339,14 @@ def _hf_modules() -> dict[str, type]:
             self.register_buffer("causal_mask", causal, persistent=False)
 
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-            if not self.explicit_positions:
-                return self.model(input_ids=input_ids, use_cache=False).logits
+            if not self.explicit_positions:  # nn.Module.__call__ is typed as returning Any
+                return self.model(input_ids=input_ids, use_cache=False).logits  # type: ignore[no-any-return]
             t = input_ids.shape[1]
             positions = self.positions[:t]
-            return self.model(input_ids=input_ids, position_ids=positions.unsqueeze(0), cache_position=positions,
-                              attention_mask=self.causal_mask[:, :, :t, :t], use_cache=False).logits
+            logits: torch.Tensor = self.model(input_ids=input_ids, position_ids=positions.unsqueeze(0),
+                                              cache_position=positions,
+                                              attention_mask=self.causal_mask[:, :, :t, :t], use_cache=False).logits
+            return logits
 
     _MODULES["CausalLMLogits"] = CausalLMLogits
     return _MODULES
@@ -383,7 +394,7 @@ def load_hf_folder(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         raise ModelError(f"transformers cannot load {folder} as a causal language model: "
                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                          hint="np takes decoder-only (causal LM) folders saved with save_pretrained.") from exc
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]  # transformers' auto-model type has unannotated methods
     config = model.config
     seq_len = _hf_seq_len(config)
     ids = _hf_ids(folder, EXAMPLE_TEXT * 4, int(config.vocab_size))[:seq_len]

@@ -21,7 +21,7 @@ class ResidualBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.relu(self.bn1(self.conv1(x)))
-        return self.relu(self.bn2(self.conv2(y)) + x)
+        return self.relu(self.bn2(self.conv2(y)) + x)  # type: ignore[no-any-return]  # nn.Module.__call__ returns Any
 
 
 class SmallCNN(nn.Module):
@@ -38,7 +38,7 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.block2(self.down(self.block1(self.stem(x))))
-        return self.fc(torch.flatten(self.pool(x), 1))
+        return self.fc(torch.flatten(self.pool(x), 1))  # type: ignore[no-any-return]  # nn.Module.__call__ returns Any
 
 
 class InvertedResidual(nn.Module):
@@ -54,7 +54,7 @@ class InvertedResidual(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.body(x)
-        return x + y if self.use_skip else y
+        return x + y if self.use_skip else y  # type: ignore[no-any-return]  # nn.Module.__call__ returns Any
 
 
 class MobileNetV2Tiny(nn.Module):
@@ -77,7 +77,7 @@ class MobileNetV2Tiny(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.head(self.blocks(self.stem(x)))
-        return self.fc(torch.flatten(self.pool(x), 1))
+        return self.fc(torch.flatten(self.pool(x), 1))  # type: ignore[no-any-return]  # nn.Module.__call__ returns Any
 
 
 class MLP(nn.Module):
@@ -88,7 +88,7 @@ class MLP(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        return self.net(x)  # type: ignore[no-any-return]  # nn.Module.__call__ returns Any
 
 
 def _randomize_bn(model: nn.Module, generator: torch.Generator) -> None:
@@ -96,6 +96,8 @@ def _randomize_bn(model: nn.Module, generator: torch.Generator) -> None:
     for module in model.modules():
         if isinstance(module, nn.BatchNorm2d):
             n = module.num_features
+            # the built-in models' BatchNorm layers keep the default track_running_stats=True
+            assert module.running_mean is not None and module.running_var is not None
             module.running_mean.copy_(torch.randn(n, generator=generator) * 0.1)
             module.running_var.copy_(torch.rand(n, generator=generator) * 0.5 + 0.75)
             module.weight.data.copy_(torch.rand(n, generator=generator) * 0.5 + 0.75)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from np_optimizer.models.source import ModelSpec, load_model
 from np_optimizer.pipeline.context import RunContext, StepOutcome
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["extract_input_model", "input_model_hash_payload"]
 
@@ -22,7 +25,9 @@ def extract_input_model(run: RunContext, artifacts: Path) -> StepOutcome:
     spec = ModelSpec.from_dict(run.project.info["model"])
     loaded = load_model(spec, run.project.root)
     run.loaded_model = loaded
-    program = loaded.exported if loaded.exported is not None else export_model(loaded.module, loaded.example_inputs)
+    # load_model returns a module whenever it returns no exported program
+    program = loaded.exported if loaded.exported is not None else \
+        export_model(cast("torch.nn.Module", loaded.module), loaded.example_inputs)
     run.example_inputs = loaded.example_inputs
     save_inputs([loaded.example_inputs], artifacts / "example_inputs.pt")
     shapes = [f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in loaded.example_inputs]

@@ -52,7 +52,8 @@ def metric_lines(result: ProfileResult) -> list[str]:
             parts.append(f"MACs: {humanize_count(macs.value)}")
         if params is not None:
             parts.append(f"Params: {humanize_count(params.value)}")
-        source = (macs or params).source if (macs or params) else ""
+        either = macs or params
+        source = either.source if either else ""
         lines.append(f"  {', '.join(parts)} ({source})")
     if result.status != "SUCCESS" and result.error:
         lines.append(f"  Failed: {result.error.get('message')}")

@@ -73,10 +73,10 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     log = get_logger("Profiler")
     started = utc_now()
     identifier = measurement_id()
-    base = dict(measurement_id=identifier, checkpoint=checkpoint.name, job=checkpoint.job,
-                checkpoint_sha256=checkpoint.sha256, device=device.name, runtime=device.runtime,
-                backend=device.backend, method=method, requested_method=requested_method, trigger=trigger,
-                started_at=started)
+    base: dict[str, Any] = dict(measurement_id=identifier, checkpoint=checkpoint.name, job=checkpoint.job,
+                                checkpoint_sha256=checkpoint.sha256, device=device.name, runtime=device.runtime,
+                                backend=device.backend, method=method, requested_method=requested_method,
+                                trigger=trigger, started_at=started)
     support = device.method(method)
     result_kind = support.result_kind if support else "estimated"
     name = checkpoint.name.lower()
@@ -220,9 +220,10 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     log.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
     if plan.profile is None:
         return []
+    profiles = plan.profile  # narrowed to non-None, which the lambda below cannot see on plan.profile
     store.update_report(lambda r: r.update({"profile": {
-        "enabled": True, "listed": [p.listed_as for p in plan.profile], "method": plan.profile[0].method
-        if plan.profile else None, "results": []}}))
+        "enabled": True, "listed": [p.listed_as for p in profiles], "method": profiles[0].method
+        if profiles else None, "results": []}}))
     from np_optimizer.device_settings import remote_for
 
     remote = remote_for(run.experiment, device.name)

@@ -97,7 +97,8 @@ _scheme("ethos-u", "W8-A16")(_ethos_u(a16=True))
 def _node_finder(keep: KeepFloat) -> Any:
     from executorch.backends.arm.quantizer.arm_quantizer_utils import NodeFinder
 
-    class _KeepFloatFinder(NodeFinder):  # a node finder with config None overrides the global config
+    # a node finder with config None overrides the global config; executorch's arm quantizer has no type information
+    class _KeepFloatFinder(NodeFinder):  # type: ignore[misc]
         def find_nodes(self, model: GraphModule) -> Iterator[Node]:
             return (n for n in model.graph.nodes if keep(n))
 

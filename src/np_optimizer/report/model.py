@@ -98,7 +98,7 @@ def _is_stale(result: dict[str, Any] | None, entry: dict[str, Any]) -> bool:
     return bool(sha and current and sha != current)
 
 
-def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str]) -> list[PostHocGroup]:
+def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str | None]) -> list[PostHocGroup]:
     """One group per checkpoint; rounds of an older version of it (another sha256) are counted as stale."""
     groups: dict[str, PostHocGroup] = {}
     for result in post_hoc:
@@ -172,7 +172,7 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
         if row.profile.get("status") == "FAILED" and row.profile.get("error"):
             warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
     post_hoc = list(report.get("post_hoc") or [])
-    current = {e.get("checkpoint"): (e.get("output") or {}).get("sha256") for e in entries}
+    current: dict[str, str | None] = {e.get("checkpoint"): (e.get("output") or {}).get("sha256") for e in entries}
     return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows,
                             post_hoc=_groups(post_hoc, current),
                             post_hoc_all=sorted(post_hoc, key=lambda r: r.get("started_at", "")),

@@ -107,11 +107,14 @@ def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: li
         columns.append("Method")
         plain_columns.append("method")
     input_pte = next((r.value("PTE_SIZE") for r in report.rows if r.checkpoint == "INPUT_MODEL"), None)
+    steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
+    output = steps[-1].model if steps else None  # OUTPUT_MODEL: the last step's checkpoint
     used: set[str] = set()
     cells, plain = [], []
     for row in rows:
         is_input = row.checkpoint == "INPUT_MODEL"
-        line = [row.model, "-" if is_input else row.step_type, "-" if is_input and row.finished else row.status]
+        name = row.model + (" (output)" if row.model == output else "")
+        line = [name, "-" if is_input else row.step_type, "-" if is_input and row.finished else row.status]
         plain_line: list[Any] = [row.model, "" if is_input else row.step_type, row.status]
         for header, metric_type, _plain, fmt, _optional in shown:
             metric = row.metrics.get(metric_type)
@@ -162,6 +165,8 @@ def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: li
         reasons = sorted({(r.lowering or {}).get("reason") or "" for r in rows
                           if (r.lowering or {}).get("status") == "unsupported"})
         footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
+    if output is not None:
+        footnotes.append(f"(output) {output} is OUTPUT_MODEL, the checkpoint of run.yaml's last step")
     if any(r.metrics.get("SNR") for r in rows):
         footnotes.append("SNR (dB) of each checkpoint's outputs against INPUT_MODEL's, on the evaluation inputs")
     return Table(title, columns, cells, plain_columns, plain, caption, footnotes)

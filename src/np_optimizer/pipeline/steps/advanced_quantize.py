@@ -38,6 +38,7 @@ def _calibration(ctx: StepContext, spec: Any, num_samples: int) -> tuple[list[An
     project has no dataset of its own); otherwise the project's dataset, or generated samples with a warning."""
     from np_optimizer.models import llm
 
+    samples: list[Any] | None  # token-id windows; None when a Hugging Face folder ships no tokenizer
     if spec.kind == "builtin" and spec.name == "tiny_llm":
         samples = llm.calibration_samples(num_samples)
         return samples, f"built-in calibration text ({len(samples)} windows of {llm.SEQ_LEN} tokens)", []

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from np_optimizer.errors import ModelError
 from np_optimizer.quantize.aq.program import aq_layers
@@ -119,7 +119,7 @@ def quantize_model(model: nn.Module, *, algorithm: str, scheme: str, options: di
     stats = collect_linear_stats(model, names, calibration, hessian=algo.needs_hessian, progress=progress)
     layers: list[dict[str, Any]] = []
     for index, name in enumerate(names, 1):
-        linear = model.get_submodule(name)
+        linear = cast("nn.Linear", model.get_submodule(name))  # linear_layers lists nn.Linear modules only
         progress(f"{algorithm} {index}/{len(names)}: {name}")
         wq = aq_scheme.weight
         note = None

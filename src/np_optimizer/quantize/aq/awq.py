@@ -17,6 +17,7 @@ as an explicit per-channel multiply in front of an XNNPACK-lowerable quantized l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torchao.core.config import AOBaseConfig
@@ -38,15 +39,16 @@ _NO_CLIP = ("q_proj", "k_proj", "query", "key", "Wqkv", "qkv")
 
 
 @dataclass
-class NpFakeQuantConfig(AOBaseConfig):
+class NpFakeQuantConfig(AOBaseConfig):  # type: ignore[misc]  # torchao ships no type information
     """A torchao base config whose handler rounds a weight with np's quantizer and returns it in float."""
 
     wq: WeightQuant
 
 
-@register_quantize_module_handler(NpFakeQuantConfig)
+@register_quantize_module_handler(NpFakeQuantConfig)  # type: ignore[untyped-decorator]  # torchao is untyped
 def _fake_quant(module: torch.nn.Module, config: NpFakeQuantConfig) -> torch.nn.Module:
-    return DummyModule(fake_quantize_weight(module.weight, config.wq))
+    weight = cast(torch.Tensor, module.weight)  # AWQObserver passes a DummyModule holding the weight tensor
+    return cast(torch.nn.Module, DummyModule(fake_quantize_weight(weight, config.wq)))
 
 
 def auto_clip(weight: torch.Tensor, inputs: torch.Tensor, wq: WeightQuant, *, grid: int = 20,

@@ -16,6 +16,7 @@ int8 path produces weight-only `Int8Tensor`s; neither gives XNNPACK's int8-activ
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import torch
 
@@ -36,7 +37,7 @@ def _inverse_hessian_cholesky(hessian: torch.Tensor, percdamp: float) -> torch.T
             inverse = torch.cholesky_inverse(chol)
             upper, info = torch.linalg.cholesky_ex(inverse, upper=True)
             if int(info) == 0:
-                return upper
+                return cast(torch.Tensor, upper)  # cholesky_ex is typed as returning Any
         damp = max(damp * 10, 1e-6)
     raise RuntimeError("GPTQ: the Hessian stays singular after dampening")
 

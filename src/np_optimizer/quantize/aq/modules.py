@@ -17,6 +17,8 @@ quantization is supported"), which `scheme.build_scheme` prevents. Plain int8 bu
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  registers torch.ops.quantized_decomposed
 import torch.nn.functional as F
@@ -54,12 +56,13 @@ class QuantizedLinear(nn.Module):
         self.output_qparams = output_qparams
 
     def dequantized_weight(self) -> torch.Tensor:
+        # torch.ops.* calls are typed as returning Any
         if self.group_size:
-            return _qd.dequantize_per_channel_group(self.qweight, self.weight_scale, self.weight_zero_point,
-                                                    self.qmin, self.qmax, torch.int8, self.group_size,
-                                                    torch.float32)
-        return _qd.dequantize_per_channel(self.qweight, self.weight_scale, self.weight_zero_point, 0, self.qmin,
-                                          self.qmax, torch.int8)
+            return cast(torch.Tensor, _qd.dequantize_per_channel_group(
+                self.qweight, self.weight_scale, self.weight_zero_point, self.qmin, self.qmax, torch.int8,
+                self.group_size, torch.float32))
+        return cast(torch.Tensor, _qd.dequantize_per_channel(self.qweight, self.weight_scale, self.weight_zero_point,
+                                                             0, self.qmin, self.qmax, torch.int8))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.smooth is not None:

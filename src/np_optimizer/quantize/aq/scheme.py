@@ -18,7 +18,7 @@ torchao's `choose_qparams_affine` (MINMAX) and values from torchao's `quantize_a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -149,6 +149,7 @@ def weight_scale(w: torch.Tensor, wq: WeightQuant) -> torch.Tensor:
 
     w = w.detach().float()
     if wq.method in ("MINMAX", "MOVING_AVERAGE_MINMAX"):
+        scale: torch.Tensor  # torchao is untyped
         scale, _zp = choose_qparams_affine(w, MappingType.SYMMETRIC, _block_size(w, wq), torch.int8,
                                            wq.qmin, wq.qmax, eps=torch.finfo(torch.float32).eps,
                                            scale_dtype=torch.float32)
@@ -195,7 +196,8 @@ def quantize_weight(w: torch.Tensor, scale: torch.Tensor, wq: WeightQuant) -> to
 
     scale2d = scale.reshape(w.shape[0], -1).float()
     zero_point = torch.zeros(scale2d.shape, dtype=torch.int32)
-    return quantize_affine(w.detach().float(), _block_size(w, wq), scale2d, zero_point, torch.int8, wq.qmin, wq.qmax)
+    return cast("torch.Tensor", quantize_affine(w.detach().float(), _block_size(w, wq), scale2d, zero_point,
+                                                torch.int8, wq.qmin, wq.qmax))
 
 
 def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, wq: WeightQuant) -> torch.Tensor:
