@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Optional
 
 import typer
@@ -101,13 +102,24 @@ def register(app: typer.Typer) -> None:
         for text in dict.fromkeys(n for r in result.results for n in r.notices
                                   if not (result.reused and n.startswith("Reused an earlier"))):
             notice(text)
-        for text in dict.fromkeys(w for r in result.results for w in r.warnings):
-            warn(text)
+        # a warning shared by every result is said once; one that differs says whose it is
+        for text, names in _by_text((r.checkpoint.lower(), w) for r in result.results for w in r.warnings).items():
+            warn(text if len(names) == len(result.results) > 1 else f"{', '.join(names)}: {text}")
         if result.failed:
             warn(f"Profile failed for {len(result.failed)} of {len(result.results)} target(s): " + "; ".join(
                 f"{r.checkpoint.lower()}: {(r.error or {}).get('message')}" for r in result.failed))
         out.print("Next: np report")
         return exit_code(result.results)
+
+
+def _by_text(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """{warning text: the checkpoints that got it}, in first-seen order."""
+    grouped: dict[str, list[str]] = {}
+    for name, text in pairs:
+        names = grouped.setdefault(text, [])
+        if name not in names:
+            names.append(name)
+    return grouped
 
 
 def _print(results: list[ProfileResult], requested: str | None) -> None:
