@@ -7,8 +7,7 @@ from typing import Any
 
 from np_optimizer.config import ExperimentConfig, StepConfig
 from np_optimizer.config.checkpoints import INPUT_MODEL, step_of_checkpoint
-from np_optimizer.config.detail_config import PROFILE_OPTIONS
-from np_optimizer.config.options import merge_defaults
+from np_optimizer.config.detail_config import PROFILE_DEFAULTS
 from np_optimizer.devices import Device, default_method, method_support
 from np_optimizer.metrics import MetricType
 
@@ -18,7 +17,6 @@ __all__ = ["PlannedStep", "PlannedProfile", "Plan", "build_plan", "job_name", "H
 HEADLINE_METRICS = (MetricType.LATENCY, MetricType.MEMORY, MetricType.MODEL_WEIGHT_MEMORY, MetricType.MACS,
                     MetricType.PARAMS)
 INPUT_JOB = "00_input_model"
-PROFILE_DEFAULTS = merge_defaults(PROFILE_OPTIONS, None)
 
 
 def job_name(index: int, kind: str) -> str:

@@ -88,7 +88,7 @@ def _project_report(project: str | None, cwd: Path) -> ReportView:
                "Method"]
     caption = f"Each experiment's row shows its output checkpoint; device {owner.info['device']}."
     # Latency and memory columns no experiment has (mlia on a CPU target) are left out, as in the experiment report
-    empty = [i for i in (3, 4) if all(row[i] == "-" for row in rows)]
+    empty = [i for i, c in enumerate(columns) if c in ("Latency(ms)", "Memory(MB)") and all(r[i] == "-" for r in rows)]
     if empty:
         caption += f" No {' or '.join(columns[i].split('(')[0].lower() for i in empty)} from np run's profiling " \
                    "here: see each experiment's post-hoc rounds (np report -e NAME), or measure with `np profile " \

@@ -23,7 +23,7 @@ EXPORT_LEVELS = ("deploy", "result")
 def _alive(pid: int | None) -> bool:
     from np_optimizer.profiler.measure.queue import pid_alive
 
-    return bool(pid) and pid_alive(int(pid or 0))
+    return pid is not None and pid > 0 and pid_alive(pid)
 
 
 @dataclass

@@ -52,6 +52,6 @@ def register(app: typer.Typer) -> None:
         for text in view.notices:
             out.print(f"[cyan]Note:[/] {text}")
         if view.scope == "experiment":
-            on_cpu = str((view.data.get("experiment") or {}).get("device_backend", "")).endswith("xnnpack")
+            on_cpu = (view.data.get("experiment") or {}).get("backend") == "xnnpack"
             # measuring on this machine only makes sense for a CPU target; an NPU's figures come from MLIA
             out.print("Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else ""))

@@ -10,7 +10,8 @@ from np_optimizer.config.issues import L_REFERENCE, L_SCHEMA, L_SYNTAX, Validati
 from np_optimizer.config.options import Opt, Section, check_section, merge_defaults
 from np_optimizer.config.run_config import RunConfig
 
-__all__ = ["GLOBAL_OPTIONS", "PROFILE_OPTIONS", "STEP_OPTIONS", "DetailConfig", "validate_detail", "spelled_out_detail"]
+__all__ = ["GLOBAL_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "STEP_OPTIONS", "DetailConfig", "validate_detail",
+           "spelled_out_detail"]
 
 GLOBAL_OPTIONS: Section = {
     "batch_size": Opt(1, "int", "Batch size of calibration and evaluation inputs.", minimum=1),
@@ -27,6 +28,7 @@ PROFILE_OPTIONS: Section = {
                    minimum=0, exclusive_minimum=True),
     "warmup": Opt(3, "int", "Untimed runs before the timed ones.", minimum=0),
 }
+PROFILE_DEFAULTS: dict[str, Any] = merge_defaults(PROFILE_OPTIONS, None)
 
 STEP_OPTIONS: dict[str, Section] = {
     "advanced_quantize": {
@@ -76,7 +78,7 @@ class DetailConfig:
     profile: tuple[dict[str, Any], ...] = ()
 
     def profile_options(self, index: int) -> dict[str, Any]:
-        return self.profile[index] if index < len(self.profile) else merge_defaults(PROFILE_OPTIONS, None)
+        return self.profile[index] if index < len(self.profile) else dict(PROFILE_DEFAULTS)
 
     def step_options(self, kind: str) -> dict[str, Any]:
         return self.steps.get(kind) or merge_defaults(STEP_OPTIONS[kind], None)

@@ -56,9 +56,14 @@ class EstimateCache:
             if entry.get("key") != key or entry.get("schema") != CACHE_SCHEMA or "output" not in entry:
                 raise CorruptFileError("entry does not match its key or schema")
         except (CorruptFileError, OSError, AttributeError) as exc:
-            path.unlink(missing_ok=True)
-            return CacheLookup(None, f"A corrupt cached estimate ({path}) was discarded ({exc}); estimating again.")
+            return CacheLookup(None, self.discard(key, str(exc)))
         return CacheLookup(entry)
+
+    def discard(self, key: str, reason: str) -> str:
+        """Delete a corrupt entry (the next estimate replaces it); returns the warning that says so."""
+        path = self.path(key)
+        path.unlink(missing_ok=True)
+        return f"A corrupt cached estimate ({path}) was discarded ({reason}); estimating again."
 
     def put(self, key: str, fields: dict[str, Any], output: dict[str, Any], files: dict[str, str]) -> Path:
         """Store an estimate with the text of its artifact files, so a reuse can restore them."""

@@ -124,9 +124,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
                     output = _restore(lookup.payload, work_dir)
                     cache_info.update(reused=True, cached_at=lookup.payload["output"].get("cached_at"))
                 except (TypeError, KeyError, AttributeError, OSError) as exc:
-                    store_cache.path(key).unlink(missing_ok=True)
-                    cache_warnings.append(f"A corrupt cached estimate was discarded ({type(exc).__name__}); "
-                                          "estimating again.")
+                    cache_warnings.append(store_cache.discard(key, type(exc).__name__))
     if output is None:
         try:
             output = chosen.profile(request)

@@ -92,10 +92,10 @@ def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str])
     return row
 
 
-def _is_stale(result: dict[str, Any] | None, entry: dict[str, Any]) -> bool:
-    """Was this inline result taken of another version of the entry's checkpoint?"""
-    sha, current = (result or {}).get("checkpoint_sha256"), (entry.get("output") or {}).get("sha256")
-    return bool(sha and current and sha != current)
+def _of_older_checkpoint(result: dict[str, Any] | None, current_sha: str | None) -> bool:
+    """Was this result taken of another version (another sha256) of the checkpoint than the current one?"""
+    sha = (result or {}).get("checkpoint_sha256")
+    return bool(sha and current_sha and sha != current_sha)
 
 
 def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str | None]) -> list[PostHocGroup]:
@@ -106,8 +106,7 @@ def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str | None]) -> l
             continue
         target = str(result.get("checkpoint", "")).lower()
         group = groups.setdefault(target, PostHocGroup(target, result.get("job", ""), [], {}))
-        sha = result.get("checkpoint_sha256")
-        if sha and current.get(str(result.get("checkpoint"))) not in (None, sha):
+        if _of_older_checkpoint(result, current.get(str(result.get("checkpoint")))):
             group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
         elif result.get("status") == "SUCCESS":
             group.rounds.append(result)
@@ -146,16 +145,17 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
     # OUTPUT_MODEL is an alias: listed names resolve to the concrete checkpoint in results
     listed |= {r.get("checkpoint") for r in profile.get("results", [])}
     entries = ([pipeline["input_model"]] if pipeline.get("input_model") else []) + list(pipeline.get("steps", []))
-    stale = [e.get("checkpoint", "").lower() for e in entries if _is_stale(results.get(e.get("checkpoint")), e)]
-    rows = [_row(e, None if _is_stale(results.get(e.get("checkpoint")), e) else results.get(e.get("checkpoint")),
-                 listed) for e in entries]
+    current: dict[str, str | None] = {e.get("checkpoint"): (e.get("output") or {}).get("sha256") for e in entries}
+    stale = {name for name, sha in current.items() if _of_older_checkpoint(results.get(name), sha)}
+    rows = [_row(e, None if e.get("checkpoint") in stale else results.get(e.get("checkpoint")), listed)
+            for e in entries]
     enabled = bool(profile.get("enabled"))
     method = profile.get("method")
     measured = any(r.get("trigger") == "POSTHOC" and r.get("status") == "SUCCESS" and r.get("result_kind") == "measured"
                    for r in report.get("post_hoc") or [])
     warnings = _scope_warning(report, rows, method, measured_post_hoc=measured)
     if stale:  # an interrupted run can leave profile results of the checkpoints its steps have since replaced
-        warnings.append(f"{', '.join(stale)}: the profile result in report.json is of an older checkpoint (another "
+        warnings.append(f"{', '.join(n.lower() for n in current if n in stale)}: the profile result in report.json is of an older checkpoint (another "
                         "sha256) and is not shown; `np run --retry` or `np profile` profiles the current one.")
     if not enabled and rows:
         warnings.append("run.yaml has no profile section, so nothing was profiled in np run; "
@@ -172,7 +172,6 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
         if row.profile.get("status") == "FAILED" and row.profile.get("error"):
             warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
     post_hoc = list(report.get("post_hoc") or [])
-    current: dict[str, str | None] = {e.get("checkpoint"): (e.get("output") or {}).get("sha256") for e in entries}
     return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows,
                             post_hoc=_groups(post_hoc, current),
                             post_hoc_all=sorted(post_hoc, key=lambda r: r.get("started_at", "")),
