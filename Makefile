@@ -33,7 +33,7 @@ bench: $(STAMP)
 	$(PY) bench/measure.py
 
 docs: $(STAMP)
-	$(PY) -m np_optimizer.compat_doc > docs/compatibility.md
+	$(PY) -m np_optimizer.devices.compat_doc > docs/compatibility.md
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

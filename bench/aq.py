@@ -64,7 +64,7 @@ def bench_model(label: str, build, scheme: str, lower: bool, work: Path) -> None
 
     from np_optimizer.models.llm import calibration_samples
     from np_optimizer.quantize.aq import quantize_model
-    from np_optimizer.runtime_host import run_pte
+    from np_optimizer.adapters.executorch_runtime import run_pte
 
     base, example = build()
     windows = calibration_samples()

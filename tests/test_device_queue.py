@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from test_on_device import MlpModels, mlp_models
 
-from np_optimizer.profiler.measure.queue import (
+from np_optimizer.profiler.measure.device_queue import (
     DEFAULT_OVERHEAD_S,
     DeviceLock,
     QueueStatus,
@@ -52,7 +52,7 @@ LOCK_JOB = r"""
 import json, sys, time
 from dataclasses import asdict
 from pathlib import Path
-from np_optimizer.profiler.measure.queue import DeviceLock
+from np_optimizer.profiler.measure.device_queue import DeviceLock
 device, expected, hold, out, state, name, slack = sys.argv[1:8]
 events = []
 def on_status(status):

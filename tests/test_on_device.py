@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from np_optimizer.compile.result import CompileResult, read_compile_record
-from np_optimizer.device_settings import RemoteDevice
+from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import get_device
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
@@ -256,7 +256,7 @@ def test_the_measuring_script_is_self_contained_and_shipped() -> None:
 
 
 def test_importing_the_method_stays_light() -> None:
-    code = ("import sys; import np_optimizer.profiler.methods.on_device, np_optimizer.profiler.measure.queue, "
+    code = ("import sys; import np_optimizer.profiler.methods.on_device, np_optimizer.profiler.measure.device_queue, "
             "np_optimizer.profiler.measure.ssh, np_optimizer.profiler.measure.local, "
             "np_optimizer.profiler.measure.stats; "
             "heavy = [m for m in ('torch', 'executorch', 'numpy') if m in sys.modules]; assert not heavy, heavy")

@@ -15,7 +15,7 @@ from np_optimizer.errors import NotFoundError, UsageError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef
 from np_optimizer.records import JobRecord, ProfileResult
-from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.workspace import Experiment, resolve_experiment, utc_now
 
 __all__ = ["ProfileRound", "profile", "parse_profile_opts"]
@@ -155,7 +155,7 @@ def profile(ids: list[str] | None = None, *, experiment: str | None = None, proj
 def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, device: str | None, runtime: str | None,
              backend: str | None, force: bool, profile_opts: dict[str, int | float] | None,
              progress: Callable[[str], None]) -> ProfileRound:
-    from np_optimizer.device_settings import remote_for
+    from np_optimizer.devices.remote import remote_for
     from np_optimizer.profiler.session import profile_checkpoint
 
     target = find_device(device, runtime, backend) if device else get_device(exp.project.device_name)

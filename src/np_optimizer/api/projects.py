@@ -12,7 +12,7 @@ from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
 from np_optimizer.models.source import copy_model_into
 from np_optimizer.records import ProjectRecord, WorkspaceInitResult
 from np_optimizer.samples import SAMPLE_PROJECTS
-from np_optimizer.storage import write_json
+from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace import (
     PROJECT_FILE,
     Project,

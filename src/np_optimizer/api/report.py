@@ -11,7 +11,7 @@ from np_optimizer.report.model import ExperimentReport, build_experiment_report,
 from np_optimizer.report.sortfilter import parse_filter, parse_sort
 from np_optimizer.report.tables import Table, fmt_number, pipeline_table, post_hoc_tables
 from np_optimizer.profiler.render import humanize_count
-from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.workspace import resolve_experiment, resolve_project
 
 __all__ = ["ReportView", "report"]

@@ -11,8 +11,8 @@ from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NotFoundError, UsageError
 from np_optimizer.records import to_dict
-from np_optimizer.results import ExperimentStore
-from np_optimizer.storage import CorruptFileError, read_json, write_json
+from np_optimizer.workspace.store import ExperimentStore
+from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
 from np_optimizer.workspace import resolve_experiment
 
 __all__ = ["ExperimentStatus", "status", "export", "EXPORT_LEVELS"]
@@ -21,7 +21,7 @@ EXPORT_LEVELS = ("deploy", "result")
 
 
 def _alive(pid: int | None) -> bool:
-    from np_optimizer.profiler.measure.queue import pid_alive
+    from np_optimizer.profiler.measure.device_queue import pid_alive
 
     return pid is not None and pid > 0 and pid_alive(pid)
 

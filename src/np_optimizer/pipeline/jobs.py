@@ -18,7 +18,7 @@ from np_optimizer.errors import NpError, ToolError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord
-from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 
@@ -154,7 +154,7 @@ class JobRunner:
                                   "program": compare_outputs(self.run.reference_outputs, outputs),
                                   "evaluated_on": "exported program (PyTorch reference kernels)"}
         if compiled.status == "ok" and self.run.device.backend == "xnnpack" and compiled.pte_file:
-            from np_optimizer.runtime_host import run_pte
+            from np_optimizer.adapters.executorch_runtime import run_pte
 
             try:
                 pte_out = [run_pte(compile_dir(job_dir, self.run.device) / compiled.pte_file, x)

@@ -23,7 +23,7 @@ from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import ProfileResult
-from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.workspace import Experiment, utc_now
 
 __all__ = ["RunSummary", "run_experiment"]
@@ -77,7 +77,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     device = get_device(project.device_name)
     # ValidationFailed here means nothing runs.
     config = load_experiment_config(experiment.run_file, device, model=project.info["model"])
-    from np_optimizer.device_settings import remote_configured
+    from np_optimizer.devices.remote import remote_configured
     from np_optimizer.plan import build_plan
 
     plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(experiment, device.name))

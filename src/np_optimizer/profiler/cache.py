@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.storage import CorruptFileError, read_json, write_json
+from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
 
 __all__ = ["cache_root", "cache_key", "EstimateCache", "CacheLookup"]
 

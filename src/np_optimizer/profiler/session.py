@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled
-from np_optimizer.device_settings import RemoteDevice
+from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import Device
 from np_optimizer.errors import NpError
 from np_optimizer.logs import get_logger, phase_banner
@@ -23,7 +23,7 @@ from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue, ProfileResult, from_dict
-from np_optimizer.results import ExperimentStore
+from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 
@@ -36,7 +36,7 @@ def measurement_id() -> str:
 
 def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log: logging.Logger,
                   progress: Callable[[str], None]) -> tuple[CompileResult, Path, float, bool]:
-    from np_optimizer.storage import file_lock
+    from np_optimizer.workspace.files import file_lock
 
     out_dir = compile_dir(job_dir, device)
     with file_lock(out_dir):  # another np process may be compiling, or measuring, the same folder
@@ -177,7 +177,7 @@ def _queue_notice(log: logging.Logger) -> Callable[[str], None]:
 
 def _program_stats(job_dir: Path, program_sha256: str) -> dict[str, Any]:
     """MACs, params and weight bytes its job recorded for this exact checkpoint (read from job.json, no torch)."""
-    from np_optimizer.storage import CorruptFileError, read_json
+    from np_optimizer.workspace.files import CorruptFileError, read_json
 
     try:
         output = (read_json(job_dir / "job.json").get("output") or {})
@@ -222,7 +222,7 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     store.update_report(lambda r: r.update({"profile": {
         "enabled": True, "listed": [p.listed_as for p in profiles], "method": profiles[0].method
         if profiles else None, "results": []}}))
-    from np_optimizer.device_settings import remote_for
+    from np_optimizer.devices.remote import remote_for
 
     remote = remote_for(run.experiment, device.name)
     results = []

@@ -39,7 +39,7 @@ from np_optimizer.profiler.measure import (
 )
 
 if TYPE_CHECKING:
-    from np_optimizer.device_settings import RemoteDevice
+    from np_optimizer.devices.remote import RemoteDevice
 
 __all__ = ["SshTarget", "target_for", "measure_remote", "classify_ssh_failure", "BOOTSTRAP"]
 

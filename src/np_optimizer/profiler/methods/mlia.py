@@ -71,7 +71,7 @@ def _value(estimate: dict[str, Any], name: str) -> float:
 
 def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[str], list[str], str]:
     """MLIA estimates (one per .tosa, or one of the float .pt2), notices and warnings, and what was estimated."""
-    from np_optimizer.profiler.mlia_adapter import estimate
+    from np_optimizer.adapters.mlia import estimate
 
     target = request.device.mlia_target or ""
     compiled = request.compiled
@@ -181,7 +181,7 @@ def profile_mlia(request: ProfileRequest) -> MethodOutput:
                                    "hint": "See the compile record (np status); the checkpoint's ops may not be "
                                    "supported by this Ethos-U."})
     except Exception as exc:  # MLIA/Vela failures name the operator in the root cause
-        from np_optimizer.profiler.mlia_adapter import MliaEstimateError
+        from np_optimizer.adapters.mlia import MliaEstimateError
 
         message = exc.args[0] if isinstance(exc, MliaEstimateError) else f"{type(exc).__name__}: {exc}"
         root = exc.root_cause if isinstance(exc, MliaEstimateError) else ""

@@ -18,7 +18,7 @@ from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.measure import MeasureFailure, Measurement, MeasureOptions
 from np_optimizer.profiler.measure.local import measure_local
-from np_optimizer.profiler.measure.queue import DeviceLock, QueueStatus, expected_duration, record_duration
+from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus, expected_duration, record_duration
 from np_optimizer.profiler.measure.ssh import measure_remote, target_for
 from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods import register_method

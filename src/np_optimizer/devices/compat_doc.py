@@ -1,4 +1,4 @@
-"""Render docs/compatibility.md from the device catalogue (`python -m np_optimizer.compat_doc > docs/compatibility.md`).
+"""Render docs/compatibility.md from the device catalogue (`python -m np_optimizer.devices.compat_doc > docs/compatibility.md`).
 
 A test regenerates it and fails when the committed file differs, so the docs never drift from the table.
 """

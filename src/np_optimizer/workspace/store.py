@@ -13,7 +13,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 from np_optimizer.records import SCHEMA_VERSION, JobRecord, ProfileResult, from_dict, to_dict
-from np_optimizer.storage import CorruptFileError, file_lock, read_json, update_json, write_json
+from np_optimizer.workspace.files import CorruptFileError, file_lock, read_json, update_json, write_json
 from np_optimizer.workspace import Experiment
 
 __all__ = ["ExperimentStore", "empty_report"]

@@ -1,0 +1,38 @@
+"""The workspace on disk: its folders (layout), atomic locked files (files) and the experiment's result store (store).
+
+    layout.py   workspace / project / experiment folders and finding them from the current directory
+    files.py    atomic JSON writes (temp file + rename) and per-file locks
+    store.py    report.json, job.json and meta.json of an experiment, written under one experiment lock
+"""
+
+from np_optimizer.workspace.layout import (
+    WORKSPACE_FILE,
+    PROJECT_FILE,
+    Workspace,
+    Project,
+    Experiment,
+    find_workspace,
+    find_project,
+    resolve_project,
+    resolve_experiment,
+    check_project_name,
+    check_experiment_name,
+    next_experiment_name,
+    utc_now,
+)
+
+__all__ = [
+    "WORKSPACE_FILE",
+    "PROJECT_FILE",
+    "Workspace",
+    "Project",
+    "Experiment",
+    "find_workspace",
+    "find_project",
+    "resolve_project",
+    "resolve_experiment",
+    "check_project_name",
+    "check_experiment_name",
+    "next_experiment_name",
+    "utc_now",
+]
