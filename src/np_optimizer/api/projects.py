@@ -129,7 +129,7 @@ def devices_list(*, filters: dict[str, str] | None = None, sort: str | None = No
     for key, value in (filters or {}).items():
         getter = keys.get(key)
         if getter is None:
-            raise UsageError(f"Unknown filter key '{key}'.", hint=f"Filter keys: {', '.join(keys)}.", code="NP-DEV-400")
+            raise UsageError(f"Unknown filter key '{key}'.", hint=f"Filter keys: {', '.join(keys)}.", code="NP-DEV-410")
         if key == "method":
             rows = [d for d in rows if value.lower() in d.method_names]
         else:
@@ -138,6 +138,6 @@ def devices_list(*, filters: dict[str, str] | None = None, sort: str | None = No
         field_name, _, direction = sort.partition(":")
         if field_name not in keys or direction not in ("", "asc", "desc"):
             raise UsageError(f"Invalid sort '{sort}'.", hint="Use field[:asc|desc] with field in device, runtime, backend.",
-                             code="NP-DEV-400")
+                             code="NP-DEV-410")
         rows.sort(key=keys[field_name], reverse=direction == "desc")
     return rows

@@ -90,7 +90,7 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
         reason = record.reason if record else "no intact compiled .pte"
         raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} ({reason}).",
                             hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "
-                            "`np run --retry` compiles it again if its .pte is missing or damaged.", code="NP-EXP-409")
+                            "`np run --retry` compiles it again if its .pte is missing or damaged.", code="NP-EXP-412")
     target = (output or exp.root / "export" / level).resolve()
     target.mkdir(parents=True, exist_ok=True)
     files = [target / "model.pte"]

@@ -37,7 +37,7 @@ def ls(
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"Invalid --filter '{item}'.", hint="Use key=value, e.g. --filter backend=xnnpack.",
-                             code="NP-DEV-400")
+                             code="NP-DEV-410")
         filters[key.strip()] = value.strip()
     devices = api.devices_list(filters=filters, sort=sort)
     if json_mode:

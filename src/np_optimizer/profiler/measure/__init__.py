@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Measurement", "MeasureFailure", "MeasureOptions", "script_path", "script_args", "failure_from_doc",
+from np_optimizer.errors import CODES, EXIT_NETWORK, DeviceUnreachableError, MeasureError
+
+__all__ = ["Measurement", "measure_failure", "MeasureOptions", "script_path", "script_args", "failure_from_doc",
            "parse_document"]
 
 # Exit codes and error kinds of measure_pte.py (its EXIT table) that mean "the runtime cannot load this .pte".
@@ -48,22 +50,13 @@ class Measurement:
     stderr_tail: list[str] = field(default_factory=list)
 
 
-class MeasureFailure(Exception):
-    """A measurement that gave no result: one line each of message and hint, a stable code, and the document when
-    the script produced one (it is kept in the job folder)."""
-
-    def __init__(self, code: str, message: str, hint: str, *, kind: str, doc: dict[str, Any] | None = None,
-                 stderr_tail: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.kind = kind
-        self.doc = doc
-        self.stderr_tail = stderr_tail or []
-
-    def as_error(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "hint": self.hint, "kind": self.kind}
+def measure_failure(code: str, message: str, hint: str, *, kind: str, doc: dict[str, Any] | None = None,
+                    stderr_tail: list[str] | None = None) -> MeasureError | DeviceUnreachableError:
+    """The error of a measurement that gave no result: a DeviceUnreachableError (exit 4) when the code says the device
+    could not be reached, else a MeasureError. Either keeps the error kind, the script's document when there is one
+    (it is kept in the job folder) and the tail of stderr."""
+    cls = DeviceUnreachableError if CODES[code].exit_code == EXIT_NETWORK else MeasureError
+    return cls(message, hint=hint, code=code, kind=kind, doc=doc, stderr_tail=stderr_tail)
 
 
 def script_path() -> Path:
@@ -101,14 +94,14 @@ def _first_line(text: str) -> str:
 
 
 def failure_from_doc(doc: dict[str, Any], *, where: str, python: str, pte_name: str,
-                     stderr_tail: list[str] | None = None) -> MeasureFailure:
+                     stderr_tail: list[str] | None = None) -> MeasureError | DeviceUnreachableError:
     """The np error for a document with ok=false, by the script's error kind."""
     error = doc.get("error") or {}
     kind = str(error.get("kind") or "internal")
     detail = _first_line(error.get("message") or "no message")
 
-    def failure(code: str, message: str, hint: str) -> MeasureFailure:
-        return MeasureFailure(code, message, hint, kind=kind, doc=doc, stderr_tail=stderr_tail)
+    def failure(code: str, message: str, hint: str) -> MeasureError | DeviceUnreachableError:
+        return measure_failure(code, message, hint, kind=kind, doc=doc, stderr_tail=stderr_tail)
 
     if kind == "runtime_missing":
         return failure("NP-DEV-424", f"The Python {python} on {where} has no ExecuTorch runtime: {detail}",

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from np_optimizer.profiler.measure import (
-    MeasureFailure,
+    measure_failure,
     Measurement,
     MeasureOptions,
     failure_from_doc,
@@ -36,7 +36,7 @@ def _tail(text: str, n: int = 40) -> list[str]:
 
 def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = None,
                   where: str = "this machine (host)") -> Measurement:
-    """Run the measuring script on `pte`; returns its document, or raises MeasureFailure (document attached when
+    """Run the measuring script on `pte`; returns its document, or raises MeasureError or DeviceUnreachableError (document attached when
     there is one). A timeout that expires is not a failure: the document says partial."""
     python = python or sys.executable
     cmd = [python, str(script_path()), str(pte), *script_args(options)]
@@ -47,10 +47,10 @@ def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = No
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=guard, env=env)
     except FileNotFoundError as exc:
-        raise MeasureFailure("NP-DEV-426", f"Python {python} was not found on {where}: {exc}",
+        raise measure_failure("NP-DEV-426", f"Python {python} was not found on {where}: {exc}",
                              "Check the Python used for measuring.", kind="python_not_found") from exc
     except subprocess.TimeoutExpired as exc:
-        raise MeasureFailure("NP-RUN-504", f"The measuring process on {where} gave no answer within {guard:g} s.",
+        raise measure_failure("NP-RUN-504", f"The measuring process on {where} gave no answer within {guard:g} s.",
                              "The load or a run hung; see the run's log file.", kind="timeout",
                              stderr_tail=_tail(str(exc.stderr or ""))) from exc
     wall = time.monotonic() - start
@@ -58,7 +58,7 @@ def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = No
     doc = parse_document(proc.stdout)
     if doc is None:
         last = tail[-1] if tail else f"exit code {proc.returncode}"
-        raise MeasureFailure("NP-RUN-501", f"The measuring process on {where} printed no result: {last}",
+        raise measure_failure("NP-RUN-501", f"The measuring process on {where} printed no result: {last}",
                              "See the run's log file; the measuring script may be damaged (reinstall np).",
                              kind="protocol", stderr_tail=tail)
     if not doc.get("ok"):

@@ -10,7 +10,7 @@ and LogLevel=ERROR (hides "Permanently added ..." but keeps "Permission denied")
 $NP_SSH_CONFIG, when set, choose the known_hosts file and the ssh config file (tests and CI use them so they never
 touch ~/.ssh).
 
-Failures become MeasureFailure with one code each: NP-DEV-503 unreachable, NP-DEV-401 authentication, NP-DEV-495
+Failures become MeasureError or DeviceUnreachableError with one code each: NP-DEV-503 unreachable, NP-DEV-401 authentication, NP-DEV-495
 host key, NP-DEV-426 remote Python not found, NP-DEV-424 remote Python without the runtime, NP-DEV-504 no answer in
 time, NP-DEV-502 other ssh or protocol failures, and the script's own errors (NP-RUN-*).
 """
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from np_optimizer.errors import DeviceUnreachableError, MeasureError
 from np_optimizer.profiler.measure import (
-    MeasureFailure,
+    measure_failure,
     Measurement,
     MeasureOptions,
     failure_from_doc,
@@ -134,27 +135,27 @@ def _last(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def classify_ssh_failure(returncode: int, stderr: str, where: str) -> MeasureFailure | None:
+def classify_ssh_failure(returncode: int, stderr: str, where: str) -> MeasureError | DeviceUnreachableError | None:
     """ssh's exit 255 as one typed failure (from ssh's own message); None for any other exit code."""
     if returncode != 255:
         return None
     tail = stderr.strip().splitlines()[-10:]
     last = _last(stderr)
     if re.search(_HOSTKEY, stderr):
-        return MeasureFailure("NP-DEV-495", f"The host key of {where} could not be verified: {last}",
+        return measure_failure("NP-DEV-495", f"The host key of {where} could not be verified: {last}",
                               "If the device was reinstalled, remove its old entry with `ssh-keygen -R <host>`; "
                               "otherwise check you reach the right machine.", kind="host_key", stderr_tail=tail)
     if re.search(_AUTH, stderr):
-        return MeasureFailure("NP-DEV-401", f"Authentication to {where} failed (key refused): {last}",
+        return measure_failure("NP-DEV-401", f"Authentication to {where} failed (key refused): {last}",
                               "Check `identity_file` in devices.yaml and that its public key is in the device's "
                               "~/.ssh/authorized_keys (np never prompts for a password).", kind="auth_failed",
                               stderr_tail=tail)
     for pattern, what in _UNREACHABLE:
         if re.search(pattern, stderr):
-            return MeasureFailure("NP-DEV-503", f"Device {where} is unreachable: {what} ({last})",
+            return measure_failure("NP-DEV-503", f"Device {where} is unreachable: {what} ({last})",
                                   "Check that the device is on, on the network, and runs an SSH server on that port "
                                   "(`ssh` and `port` in devices.yaml).", kind="unreachable", stderr_tail=tail)
-    return MeasureFailure("NP-DEV-502", f"ssh to {where} failed: {last or 'exit 255'}",
+    return measure_failure("NP-DEV-502", f"ssh to {where} failed: {last or 'exit 255'}",
                           "Try `ssh` to the device by hand with the same settings.", kind="ssh_error", stderr_tail=tail)
 
 
@@ -169,7 +170,7 @@ def _tar(files: dict[str, Path]) -> bytes:
 def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, python: str = "python3",
                    work_dir: str = "/tmp/np-measure", device: str | None = None) -> Measurement:
     """Run measure_pte.py on `target` with `python`; returns the document with a "remote" section added, or raises
-    MeasureFailure. A timeout that expires on the device is not a failure: the document says partial."""
+    MeasureError or DeviceUnreachableError. A timeout that expires on the device is not a failure: the document says partial."""
     where = f"{device} ({target.destination}:{target.port})" if device else f"{target.destination}:{target.port}"
     payload = _tar({"measure_pte.py": script_path(), "model.pte": Path(pte)})
     args = ["@DIR@/model.pte", *script_args(options)]
@@ -182,11 +183,11 @@ def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, pyt
         proc = subprocess.run(target.ssh_command(remote_cmd), input=payload, capture_output=True, timeout=guard)
     except subprocess.TimeoutExpired as exc:
         err = (exc.stderr or b"").decode("utf-8", "replace")
-        raise MeasureFailure("NP-DEV-504", f"No answer from {where} within {guard:g} s.",
+        raise measure_failure("NP-DEV-504", f"No answer from {where} within {guard:g} s.",
                              "The device or the network stalled; try again, or check the device's load.",
                              kind="timeout", stderr_tail=err.splitlines()[-10:]) from exc
     except FileNotFoundError as exc:
-        raise MeasureFailure("NP-DEV-502", "The `ssh` client is not installed on this machine.",
+        raise measure_failure("NP-DEV-502", "The `ssh` client is not installed on this machine.",
                              "Install it (Debian: apt-get install openssh-client).", kind="ssh_error") from exc
     wall = time.monotonic() - start
     out = proc.stdout.decode("utf-8", "replace")
@@ -198,12 +199,12 @@ def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, pyt
     doc = parse_document(out)
     if doc is None:
         if proc.returncode in (126, 127):
-            raise MeasureFailure("NP-DEV-426", f"Python {python} was not found on {where}: {_last(err)}",
+            raise measure_failure("NP-DEV-426", f"Python {python} was not found on {where}: {_last(err)}",
                                  "Set `python:` for the device in devices.yaml to the path of a Python with the "
                                  "ExecuTorch runtime.", kind="python_not_found", stderr_tail=tail)
         reason = _last(err) or out[-200:] or f"exit code {proc.returncode}"
         what = "could not unpack the files" if proc.returncode == _BOOTSTRAP_FAILED else "printed no result"
-        raise MeasureFailure("NP-DEV-502", f"The measurement on {where} {what}: {reason}",
+        raise measure_failure("NP-DEV-502", f"The measurement on {where} {what}: {reason}",
                              "Check the remote Python (3.8 or newer) and free space in its work_dir.",
                              kind="protocol", stderr_tail=tail)
     doc["remote"] = {"host": target.host, "user": target.user, "port": target.port, "python": python,

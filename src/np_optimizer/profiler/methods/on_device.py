@@ -16,7 +16,8 @@ from typing import Any
 
 from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
-from np_optimizer.profiler.measure import MeasureFailure, Measurement, MeasureOptions
+from np_optimizer.errors import DeviceUnreachableError, MeasureError
+from np_optimizer.profiler.measure import Measurement, MeasureOptions
 from np_optimizer.profiler.measure.local import measure_local
 from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus, expected_duration, record_duration
 from np_optimizer.profiler.measure.ssh import measure_remote, target_for
@@ -251,9 +252,9 @@ def profile(request: ProfileRequest) -> MethodOutput:
     try:
         with lock:  # held around the measurement only; the timeout starts inside
             measurement = _measure(request, options)
-    except MeasureFailure as failure:
+    except (MeasureError, DeviceUnreachableError) as failure:
         artifacts = _write_raw(request, failure.doc)
-        return _failed(failure.code, failure.message, failure.hint, warnings=reporter.warnings, artifacts=artifacts,
+        return _failed(failure.code, failure.message, failure.hint or "", warnings=reporter.warnings, artifacts=artifacts,
                        extras={"failure_kind": failure.kind, "log_tail": failure.stderr_tail[-10:]},
                        provenance={"tool": "executorch runtime", "transport": transport,
                                    "runs_asked": options.num_executions, "timeout_s": options.timeout_s},
