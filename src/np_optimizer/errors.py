@@ -156,6 +156,8 @@ class NpError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # What a failed round keeps besides the error (artifacts, extras, provenance, timings, warnings).
+        self.context: dict[str, Any] = {}
         if code is not None:
             self.code = code
             row = CODES.get(code)

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.errors import EstimateError
+
 SUPPORTED_SUFFIXES = (".tosa", ".tflite", ".pt2")
 OUTPUT_SUBDIR = "mlia-output"  # fixed by MLIA (mlia.core.context.ExecutionContext)
 LOG_FILE = "mlia.log"
@@ -55,17 +57,15 @@ PT2_QUANTIZATION_NOTE = (
     "then Vela on output_tag0 only. Generic TOSA INT, not the Ethos-U55 subset."
 )
 
-class MliaEstimateError(RuntimeError):
+class MliaEstimateError(EstimateError):
     """MLIA or Vela failed. `causes` is the exception chain, outermost first; the last is the root cause."""
 
     def __init__(self, message: str, causes: list[str], log_file: Path | None = None) -> None:
-        super().__init__(message)
+        root = causes[-1] if causes else message
+        super().__init__(message.splitlines()[0], hint=f"Root cause: {root.splitlines()[0]}", code="NP-PRF-500",
+                         root_cause=root)
         self.causes = causes
         self.log_file = log_file
-
-    @property
-    def root_cause(self) -> str:
-        return self.causes[-1] if self.causes else str(self)
 
 
 # --------------------------------------------------------------------------- in-process API
@@ -80,7 +80,10 @@ def estimate(model_path: Path, target_profile: str, work_dir: Path) -> dict[str,
     mlia-output.json) land in work_dir/mlia-output/ (recreated by MLIA on each run); MLIA's log and
     captured third-party output go to work_dir/mlia.log. Raises MliaEstimateError on failure.
     """
-    model = _check_model(Path(model_path))
+    try:
+        model = _check_model(Path(model_path))
+    except (FileNotFoundError, ValueError) as exc:
+        raise MliaEstimateError(f"MLIA cannot estimate {Path(model_path).name}: {exc}", [str(exc)]) from exc
     work = Path(work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / LOG_FILE

@@ -11,12 +11,12 @@ from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, OUTPUT_MODEL, cano
 from np_optimizer.config.detail_config import PROFILE_OPTIONS
 from np_optimizer.config.options import Opt, merge_defaults
 from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
-from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.errors import NotFoundError, NpError, UsageError, failure_exit_code
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef
 from np_optimizer.records import JobRecord, ProfileResult
 from np_optimizer.workspace.store import ExperimentStore
-from np_optimizer.workspace import Experiment, resolve_experiment, utc_now
+from np_optimizer.workspace import Experiment, resolve_experiment
 
 __all__ = ["ProfileRound", "profile", "parse_profile_opts"]
 
@@ -37,6 +37,11 @@ class ProfileRound:
     @property
     def failed(self) -> list[ProfileResult]:
         return [r for r in self.results if r.status != "SUCCESS"]
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 4 when every failed round could not reach its device, else 1."""
+        return failure_exit_code([str((r.error or {}).get("code")) for r in self.failed])
 
 
 def parse_profile_opts(items: list[str]) -> dict[str, int | float]:
@@ -127,11 +132,11 @@ def _options(exp: Experiment, checkpoint: str, device: Device, given: dict[str, 
         for index, (_listed, concrete) in enumerate(config.run.resolved_profile()):
             if concrete == checkpoint:
                 base = dict(config.detail.profile_options(index))
-    except Exception as exc:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
+    except NpError as exc:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
         from np_optimizer.logs import get_logger
 
-        get_logger("Profiler").warning(f"run.yaml / run.detail.yaml could not be read ({type(exc).__name__}); the "
-                                       "default profile options apply.")
+        get_logger("Profiler").warning(f"run.yaml / run.detail.yaml could not be read ({exc.message}); the default "
+                                       "profile options apply to this round.")
     return {**base, **given}
 
 
@@ -156,7 +161,7 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
              backend: str | None, force: bool, profile_opts: dict[str, int | float] | None,
              progress: Callable[[str], None]) -> ProfileRound:
     from np_optimizer.devices.remote import remote_for
-    from np_optimizer.profiler.session import profile_checkpoint
+    from np_optimizer.profiler.session import failed_round, profile_checkpoint, round_base
 
     target = find_device(device, runtime, backend) if device else get_device(exp.project.device_name)
     if device is None and (runtime or backend):
@@ -182,13 +187,10 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
         try:
             ref = _checkpoint(store, job)
         except NotFoundError as exc:
-            failed = ProfileResult(
-                measurement_id=f"failed-{job.name}-{utc_now()}", checkpoint=job.checkpoint, job=job.name,
-                checkpoint_sha256=str((job.output or {}).get("sha256", "")), device=target.name,
-                runtime=target.runtime, backend=target.backend, method=chosen, result_kind=support.result_kind,
-                trigger="POSTHOC", status="FAILED", started_at=utc_now(), ended_at=utc_now(),
-                requested_method=method, error={"code": exc.code, "message": exc.message, "hint": exc.hint})
-            log.error(f"  {exc.message}")
+            base = round_base(checkpoint=job.checkpoint, job=job.name, device=target, method=chosen,
+                              checkpoint_sha256=str((job.output or {}).get("sha256", "")), requested_method=method,
+                              trigger="POSTHOC")
+            failed = failed_round(base, support.result_kind, exc, log)
             store.add_post_hoc(failed)
             result.results.append(failed)
             continue

@@ -14,10 +14,10 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.backends import get_backend
 from np_optimizer.compile.result import CompileResult, read_compile_record, write_compile_record
 from np_optimizer.devices import Device
 from np_optimizer.errors import ToolError
@@ -32,11 +32,7 @@ def compile_dir(job_dir: Path, device: Device) -> Path:
 
 
 def _versions(device: Device) -> dict[str, str]:
-    versions = {"executorch": tool_version("executorch"), "torch": tool_version("torch")}
-    if device.backend == "ethos-u":
-        versions["ethos-u-vela"] = tool_version("ethos-u-vela")
-        versions["mlia"] = tool_version("mlia")  # its target profile sets the Vela config
-    return versions
+    return {name: tool_version(name) for name in get_backend(device.backend).tool_versions}
 
 
 def compile_key(program_sha256: str, device: Device) -> str:
@@ -60,19 +56,6 @@ def find_compiled(out_dir: Path, device: Device, program_sha256: str) -> Compile
     return record
 
 
-def _lowerer(device: Device) -> Callable[[Any, Path], dict[str, Any]]:
-    if device.backend == "xnnpack":
-        from np_optimizer.compile.xnnpack import lower_xnnpack
-
-        return lower_xnnpack
-    if device.backend == "ethos-u":
-        from np_optimizer.compile.ethos_u import lower_ethos_u
-
-        target = device.mlia_target or ""
-        return lambda program, out: lower_ethos_u(program, target, out)
-    raise ToolError(f"No compiler for backend '{device.backend}'.", hint="See `np devices ls`.", code="NP-CMP-501")
-
-
 def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
                        program_sha256: str | None = None) -> CompileResult:
     """Lower the .pt2 for `device` into `out_dir` (replacing what was there) and record the result.
@@ -92,7 +75,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
                             "program_sha256": sha, "compile_key": key, "versions": _versions(device)}
     try:
         program = load_program(program_path)
-        fields = _lowerer(device)(program, out_dir)
+        fields = get_backend(device.backend).lower(program, device.mlia_target, out_dir)
     except ToolError:
         raise
     except Exception as exc:

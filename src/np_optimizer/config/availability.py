@@ -12,19 +12,9 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.quantize.aq.catalog import ALGORITHMS, AQ_SCHEMES
+
 __all__ = ["aq_unavailable_reason", "aq_model_unsupported_reason"]
-
-_ALGORITHMS = ("RTN", "AWQ", "GPTQ", "SMOOTHQUANT", "AUTOROUND")
-_SCHEMES = ("W8-A8", "W8-A8_dynamic", "W4-A8_dynamic")
-# Files of torchao 0.18 that an algorithm imports (relative to the torchao package folder).
-_TORCHAO_FILES = {
-    "RTN": ("quantization/quant_primitives.py",),
-    "GPTQ": ("quantization/quant_primitives.py",),
-    "AUTOROUND": ("quantization/quant_primitives.py",),
-    "AWQ": ("quantization/quant_primitives.py", "prototype/awq/core.py"),
-    "SMOOTHQUANT": ("quantization/quant_primitives.py", "prototype/smoothquant/core.py"),
-}
-
 
 def _package_dir(name: str) -> Path | None:
     try:
@@ -38,16 +28,17 @@ def _package_dir(name: str) -> Path | None:
 
 def aq_unavailable_reason(algorithm: str, scheme: str) -> str | None:
     """Why `algorithm` with `scheme` cannot run here, or None when it can."""
-    if algorithm not in _ALGORITHMS:
-        return f"advanced_quantize has no algorithm {algorithm!r} (algorithms: {', '.join(_ALGORITHMS)})."
-    if scheme not in _SCHEMES:
-        return f"advanced_quantize has no scheme {scheme!r} (schemes: {', '.join(_SCHEMES)})."
+    spec = ALGORITHMS.get(algorithm)
+    if spec is None:
+        return f"advanced_quantize has no algorithm {algorithm!r} (algorithms: {', '.join(ALGORITHMS)})."
+    if scheme not in AQ_SCHEMES:
+        return f"advanced_quantize has no scheme {scheme!r} (schemes: {', '.join(AQ_SCHEMES)})."
     if _package_dir("torch") is None:
         return f"advanced_quantize ({algorithm}, {scheme}) needs torch, which is not installed."
     torchao = _package_dir("torchao")
     if torchao is None:
         return f"advanced_quantize ({algorithm}, {scheme}) needs torchao, which is not installed."
-    missing = [f for f in _TORCHAO_FILES[algorithm] if not (torchao / f).is_file()]
+    missing = [f for f in spec.torchao_files if not (torchao / f).is_file()]
     if missing:
         return (f"advanced_quantize {algorithm} needs torchao's {missing[0].removesuffix('.py').replace('/', '.')}, "
                 "which this torchao install lacks (np is tested with torchao 0.18.0).")

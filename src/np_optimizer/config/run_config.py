@@ -13,7 +13,9 @@ from np_optimizer.config.checkpoints import (
     resolve_checkpoint,
 )
 from np_optimizer.config.issues import L_DEVICE, L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
+from np_optimizer.backends import all_scheme_names, backends
 from np_optimizer.devices import Device, backend_schemes
+from np_optimizer.quantize.aq.catalog import AQ_ALGORITHMS, AQ_SCHEMES
 
 __all__ = [
     "AQ_ALGORITHMS",
@@ -29,8 +31,6 @@ __all__ = [
     "validate_run",
 ]
 
-AQ_ALGORITHMS = ("RTN", "AWQ", "GPTQ", "SMOOTHQUANT", "AUTOROUND")
-AQ_SCHEMES = ("W8-A8", "W8-A8_dynamic", "W4-A8_dynamic")
 AMP_MODES = (None, "GREEDY")
 EVALUATE_METRICS = ("SNR", "MAX_ABS_ERROR", "MSE", "MAE")
 SUPPORTED_VERSIONS = ("1.0",)
@@ -140,10 +140,11 @@ def _parse_aq(raw: Any, loc: str, device: Device | None, issues: list[Validation
         issues.append(_issue("R021", L_SCHEMA, f"{ploc}.scheme",
                              f"advanced_quantize scheme {params.get('scheme')!r} is missing or unknown.",
                              did_you_mean(str(params.get("scheme", "")), AQ_SCHEMES)))
-    if device is not None and device.backend != "xnnpack":
-        issues.append(_issue("R022", L_DEVICE, loc, f"advanced_quantize makes XNNPACK (CPU) kernels; device "
+    if device is not None and not device.backend_spec.advanced_quantize:
+        supported = ", ".join(b.name for b in backends() if b.advanced_quantize)
+        issues.append(_issue("R022", L_DEVICE, loc, f"advanced_quantize makes kernels for {supported}; device "
                              f"'{device.name}' uses backend '{device.backend}'.",
-                             "Remove advanced_quantize, or use a project whose device runs XNNPACK."))
+                             f"Remove advanced_quantize, or use a project whose device's backend is {supported}."))
     if model is not None:
         from np_optimizer.config.availability import aq_model_unsupported_reason
 
@@ -178,7 +179,7 @@ def _parse_gq(raw: Any, loc: str, device: Device | None, issues: list[Validation
         return None
     ploc = f"{loc}[0]" if isinstance(raw, list) else loc
     _unknown_keys(params, ("scheme", "automatic_mixed_precision"), ploc, issues)
-    all_schemes = ("W8-A8", "W8-A8_dynamic", "W4-A8_dynamic", "W8-A16")
+    all_schemes = all_scheme_names()
     scheme = _match(params.get("scheme"), all_schemes)
     if scheme is None:
         issues.append(_issue("R030", L_SCHEMA, f"{ploc}.scheme",

@@ -9,6 +9,7 @@ import yaml
 from np_optimizer.config.checkpoints import STEP_KINDS, STEP_SHORT_NAMES, produced_checkpoints
 from np_optimizer.config.detail_config import DetailConfig
 from np_optimizer.config.run_config import RunConfig
+from np_optimizer.devices import backend_schemes
 from np_optimizer.errors import UsageError
 
 __all__ = ["STEP_COMBINATIONS", "parse_steps_option", "render_run_yaml", "render_detail_yaml"]
@@ -40,7 +41,7 @@ def render_run_yaml(step_kinds: list[str], backend: str) -> str:
         elif kind == "graph_optimize":
             lines += ["- graph_optimize: null"]
         elif kind == "graph_quantize":
-            schemes = "W8-A8 | W8-A8_dynamic | W4-A8_dynamic" if backend == "xnnpack" else "W8-A8 | W8-A16"
+            schemes = " | ".join(backend_schemes(backend))
             lines += ["- graph_quantize:", f"  - scheme: W8-A8                 # {schemes}",
                       "    automatic_mixed_precision: null   # null | GREEDY"]
     lines += ["", "# Checkpoints to compile and profile on the project's device; omit one to skip it.", "profile:"]

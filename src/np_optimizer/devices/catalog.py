@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from np_optimizer.backends import Backend, get_backend
 from np_optimizer.errors import NotFoundError, UnsupportedError
 from np_optimizer.metrics import MetricType as M
 
@@ -52,6 +53,11 @@ class Device:
     local: bool = False  # True only for `host`: measured in a subprocess on this machine
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def backend_spec(self) -> Backend:
+        """The registered Backend this row names (its schemes, lowering, where its programs run)."""
+        return get_backend(self.backend)
 
     def method(self, name: str) -> MethodSupport | None:
         return next((m for m in self.methods if m.method == name), None)
@@ -185,15 +191,9 @@ DEVICES: tuple[Device, ...] = (
 
 _BY_NAME = {d.name: d for d in DEVICES}
 
-_SCHEMES: dict[str, tuple[str, ...]] = {
-    "xnnpack": ("W8-A8", "W8-A8_dynamic", "W4-A8_dynamic"),
-    "ethos-u": ("W8-A8", "W8-A16"),
-}
-
-
 def backend_schemes(backend: str) -> tuple[str, ...]:
-    """Graph-quantize schemes the backend's quantizer supports."""
-    return _SCHEMES.get(backend, ())
+    """Graph-quantize schemes the backend's quantizer supports (from its registered Backend)."""
+    return get_backend(backend).scheme_names
 
 
 def get_device(name: str) -> Device:

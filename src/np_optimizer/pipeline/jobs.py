@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir
-from np_optimizer.errors import NpError, ToolError
+from np_optimizer.errors import ToolError, error_record
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord
@@ -32,12 +32,6 @@ def config_hash(payload: dict[str, Any]) -> str:
     full = {**payload, "np": np_version(), "torch": tool_version("torch"), "torchao": tool_version("torchao"),
             "executorch": tool_version("executorch")}
     return hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _error(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, NpError):
-        return {"code": exc.code, "message": exc.message, "hint": exc.hint}
-    return {"code": "NP-TOOL-500", "message": f"{type(exc).__name__}: {exc}".splitlines()[0], "hint": None}
 
 
 class JobRunner:
@@ -93,7 +87,7 @@ class JobRunner:
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
-                             errors=(_error(exc),))
+                             errors=(error_record(exc),))
             self.store.write_job(failed)
             self._set_pipeline_entry(failed)
             raise
@@ -153,7 +147,7 @@ class JobRunner:
         result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
                                   "program": compare_outputs(self.run.reference_outputs, outputs),
                                   "evaluated_on": "exported program (PyTorch reference kernels)"}
-        if compiled.status == "ok" and self.run.device.backend == "xnnpack" and compiled.pte_file:
+        if compiled.status == "ok" and self.run.device.backend_spec.runs_on_host and compiled.pte_file:
             from np_optimizer.adapters.executorch_runtime import run_pte
 
             try:

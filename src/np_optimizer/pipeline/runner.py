@@ -17,7 +17,7 @@ from typing import Any
 from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
 from np_optimizer.devices import get_device
-from np_optimizer.errors import NpError, ToolError
+from np_optimizer.errors import NpError, error_record, failure_exit_code
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
@@ -41,6 +41,14 @@ class RunSummary:
     profile: list[ProfileResult] = field(default_factory=list)
     error: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 4 when every failure (the step's and the rounds') is a device that could not be reached, else 1."""
+        codes = [str(p.error.get("code")) for p in self.profile if p.status != "SUCCESS" and p.error]
+        if self.error is not None:
+            codes.append(str(self.error.get("code")))
+        return failure_exit_code(codes) if self.status != "success" else 0
 
 
 def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
@@ -92,7 +100,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     jobs = JobRunner(run, store, retry=retry, log=log, progress=progress)
     summary = RunSummary(experiment=experiment.name, status="running", duration_s=0.0)
     produced: dict[str, CheckpointRef] = {}
-    error: NpError | None = None
+    error: dict[str, Any] | None = None
     phase = 1
     try:
         extractor = get_logger("GraphExtractor")
@@ -114,10 +122,9 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             ref = _run_step(run, jobs, step, index, ref, step_log, progress)
             produced[checkpoint_of_step(step.kind)] = ref
     except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
-        error = exc if isinstance(exc, NpError) else ToolError(
-            f"{type(exc).__name__}: {exc}".splitlines()[0], hint="See logs/execution.log; rerun with --debug for the "
-            "traceback.", code="NP-TOOL-500")
-        log.error(f"{error.message}" + (f" Hint: {error.hint}" if error.hint else ""), exc_info=not isinstance(exc, NpError))
+        error = error_record(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
+        log.error(f"{error['message']}" + (f" Hint: {error['hint']}" if error["hint"] else ""),
+                  exc_info=None if isinstance(exc, NpError) else exc)
     if config.run.profile is not None and plan.profile is not None:
         phase += 1
         from np_optimizer.profiler.session import profile_run
@@ -132,8 +139,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     summary.status = status
     summary.duration_s = round(time.perf_counter() - started, 2)
     summary.jobs = [{"name": j.name, "status": j.status, "duration_s": j.duration_s} for j in store.jobs()]
-    if error is not None:
-        summary.error = {"code": error.code, "message": error.message, "hint": error.hint}
+    summary.error = error
     store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
     store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
     return summary

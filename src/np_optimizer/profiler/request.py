@@ -41,7 +41,8 @@ class ProfileRequest:
 
 @dataclass
 class MethodOutput:
-    status: str  # "SUCCESS" | "FAILED"
+    """What a method gives for a round that succeeded; a method that cannot profile raises an np error instead."""
+
     result_kind: str  # "estimated" | "measured"
     metrics: list[MetricValue] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -50,5 +51,4 @@ class MethodOutput:
     notices: list[str] = field(default_factory=list)
     partial: bool = False
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> file name inside work_dir
-    error: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from typing import Any
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled
 from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import Device
-from np_optimizer.errors import NpError
+from np_optimizer.errors import CompileError, NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext
@@ -27,7 +27,7 @@ from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 
-__all__ = ["profile_checkpoint", "profile_run", "measurement_id"]
+__all__ = ["profile_checkpoint", "profile_run", "measurement_id", "round_base", "failed_round"]
 
 
 def measurement_id() -> str:
@@ -52,7 +52,7 @@ def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log:
 def _cache_fields(request: ProfileRequest, method: str) -> dict[str, Any]:
     compiled = request.compiled
     mlia_input = None
-    if request.device.backend == "ethos-u" and compiled.status == "ok" and compiled.tosa_file:
+    if request.device.backend_spec.mlia_estimable and compiled.status == "ok" and compiled.tosa_file:
         mlia_input = sha256_file(request.compiled_dir / compiled.tosa_file)
     return {
         "checkpoint_sha256": request.program_sha256, "compiled_sha256": compiled.pte_sha256,
@@ -71,20 +71,17 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
                        cache: EstimateCache | None = None, seen: set[str] | None = None) -> ProfileResult:
     """Compile `checkpoint` for `device` (reusing an intact earlier compilation), then profile it with `method`."""
     log = get_logger("Profiler")
-    started = utc_now()
-    identifier = measurement_id()
-    base: dict[str, Any] = dict(measurement_id=identifier, checkpoint=checkpoint.name, job=checkpoint.job,
-                                checkpoint_sha256=checkpoint.sha256, device=device.name, runtime=device.runtime,
-                                backend=device.backend, method=method, requested_method=requested_method,
-                                trigger=trigger, started_at=started)
+    base = round_base(checkpoint=checkpoint.name, job=checkpoint.job, checkpoint_sha256=checkpoint.sha256,
+                      device=device, method=method, requested_method=requested_method, trigger=trigger)
+    identifier = base["measurement_id"]
     support = device.method(method)
     result_kind = support.result_kind if support else "estimated"
     name = checkpoint.name.lower()
     log.info(f"Compiling: {name}")
     try:
         compiled, compiled_dir, compile_s, reused_compile = _compiled_for(checkpoint, job_dir, device, log, progress)
-    except NpError as exc:
-        return _failed(base, result_kind, exc.code, exc.message, exc.hint, log)
+    except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
+        return failed_round(base, result_kind, exc, log)
     if reused_compile:
         log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
                  f"compiled earlier from the same .pt2)")
@@ -93,8 +90,9 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
         "pte_file", "tosa_file")}
     compile_summary["folder"] = str(compiled_dir.relative_to(experiment_root))
     if compiled.status == "failed":
-        return _failed(base, result_kind, "NP-CMP-500", f"Compiling {name} for {device.name} failed: {compiled.reason}",
-                       "See logs/execution.log; the checkpoint itself is kept.", log, compile=compile_summary)
+        failure = CompileError(f"Compiling {name} for {device.name} failed: {compiled.reason}",
+                               hint="See logs/execution.log; the checkpoint itself is kept.")
+        return failed_round(base, result_kind, failure, log, compile=compile_summary)
     runs = f" ({options.get('num_executions')} runs)" if result_kind == "measured" else ""
     log.info(f"Profiling: {name}{runs}")
     work_dir = job_dir / "artifacts" / "profile" / identifier
@@ -128,12 +126,17 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     if output is None:
         try:
             output = chosen.profile(request)
-        except Exception as exc:  # a bug or an unexpected tool failure is a failed round, not a lost run
-            output = MethodOutput(status="FAILED", result_kind=result_kind, error={
-                "code": "NP-TOOL-500", "message": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                "hint": "See logs/execution.log; rerun with --debug for the traceback."})
-            log.debug("profiling method failed", exc_info=True)
-        if chosen.cacheable and output.status == "SUCCESS" and cache_info["key"]:
+        except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
+            context = exc.context if isinstance(exc, NpError) else {}
+            return failed_round(
+                base, result_kind, exc, log, compile=compile_summary, cache=cache_info,
+                timings={"compile_s": round(compile_s, 3), "profile_s": round(time.perf_counter() - t0, 3),
+                         **context.get("timings", {})},
+                artifacts={n: str((work_dir / f).relative_to(experiment_root))
+                           for n, f in context.get("artifacts", {}).items()},
+                warnings=tuple(cache_warnings + list(context.get("warnings", []))),
+                extras=context.get("extras", {}), provenance=context.get("provenance", {}))
+        if chosen.cacheable and cache_info["key"]:
             payload = asdict(output) | {"cached_at": utc_now()}
             files = {n: (work_dir / f).read_text() for n, f in output.artifacts.items() if (work_dir / f).is_file()}
             store_cache.put(cache_info["key"], _cache_fields(request, method), payload, files)
@@ -142,12 +145,12 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
         notices.insert(0, f"Reused an earlier {method} estimate of the same compiled checkpoint on {device.name} "
                        f"(cache key {cache_info['key'][:12]}); nothing was recomputed. Use --force to estimate again.")
     result = ProfileResult(
-        **base, result_kind=output.result_kind, status=output.status, ended_at=utc_now(),
+        **base, result_kind=output.result_kind, status="SUCCESS", ended_at=utc_now(),
         metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance,
         warnings=tuple(cache_warnings + output.warnings), notices=tuple(notices), partial=output.partial, cache=cache_info,
         timings={"compile_s": round(compile_s, 3), "profile_s": round(time.perf_counter() - t0, 3), **output.timings},
         artifacts={n: str((work_dir / f).relative_to(experiment_root)) for n, f in output.artifacts.items()},
-        compile=compile_summary, error=output.error,
+        compile=compile_summary,
     )
     for line in metric_lines(result):
         log.info(line)
@@ -191,7 +194,8 @@ def _program_stats(job_dir: Path, program_sha256: str) -> dict[str, Any]:
 def _restore(payload: dict[str, Any], work_dir: Path) -> MethodOutput:
     """A cached estimate as a method output, its artifact files written back into this measurement's folder."""
     data = dict(payload["output"])
-    data.pop("cached_at", None)
+    for key in ("cached_at", "status", "error"):  # status and error: entries written before np 0.2 (always SUCCESS)
+        data.pop(key, None)
     data["metrics"] = [from_dict(MetricValue, m) for m in data.get("metrics", [])]
     work_dir.mkdir(parents=True, exist_ok=True)
     for name, text in payload.get("files", {}).items():
@@ -201,11 +205,27 @@ def _restore(payload: dict[str, Any], work_dir: Path) -> MethodOutput:
     return MethodOutput(**data)
 
 
-def _failed(base: dict[str, Any], kind: str, code: str, message: str, hint: str | None, log: logging.Logger,
-            **extra: Any) -> ProfileResult:
-    log.error(f"  {message}")
-    return ProfileResult(**base, result_kind=kind, status="FAILED", ended_at=utc_now(),
-                         error={"code": code, "message": message, "hint": hint}, **extra)
+def round_base(*, checkpoint: str, job: str, checkpoint_sha256: str, device: Device, method: str,
+               requested_method: str | None, trigger: str) -> dict[str, Any]:
+    """The identifying fields of a new profile round."""
+    return dict(measurement_id=measurement_id(), checkpoint=checkpoint, job=job, checkpoint_sha256=checkpoint_sha256,
+                device=device.name, runtime=device.runtime, backend=device.backend, method=method,
+                requested_method=requested_method, trigger=trigger, started_at=utc_now())
+
+
+def failed_round(base: dict[str, Any], kind: str, exc: BaseException, log: logging.Logger,
+                 **extra: Any) -> ProfileResult:
+    """The record of a failed round, built from its exception: the one place this happens.
+
+    An NpError (the user's mistake or a tool's failure) is logged as its message; anything else is a bug in np, whose
+    traceback goes to the log file (and to the console with --debug) and whose record says so (NP-GEN-500).
+    """
+    error = error_record(exc)
+    if isinstance(exc, NpError):
+        log.error(f"  {exc.message}")
+    else:
+        log.error(f"  {error['message']}", exc_info=exc)
+    return ProfileResult(**base, result_kind=kind, status="FAILED", ended_at=utc_now(), error=error, **extra)
 
 
 def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: dict[str, CheckpointRef], *,
@@ -231,12 +251,11 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
         ref = produced.get(planned.checkpoint)
         progress(f"profiling {planned.checkpoint.lower()} ({index + 1}/{len(plan.profile)})")
         if ref is None:
-            base = dict(measurement_id=measurement_id(), checkpoint=planned.checkpoint, job=planned.job,
-                        checkpoint_sha256="", device=device.name, runtime=device.runtime, backend=device.backend,
-                        method=planned.method, trigger="RUN_INLINE", started_at=utc_now())
-            result = _failed(base, planned.result_kind, "NP-PRF-409",
-                             f"{planned.listed_as} was not produced because its step did not finish.",
-                             "Fix the failed step, then `np run --retry`.", log)
+            base = round_base(checkpoint=planned.checkpoint, job=planned.job, checkpoint_sha256="", device=device,
+                              method=planned.method, requested_method=requested_method, trigger="RUN_INLINE")
+            missing = NpError(f"{planned.listed_as} was not produced because its step did not finish.",
+                              hint="Fix the failed step, then `np run --retry`.", code="NP-PRF-409")
+            result = failed_round(base, planned.result_kind, missing, log)
         else:
             result = profile_checkpoint(
                 checkpoint=ref, job_dir=store.job_dir(ref.job), experiment_root=run.experiment.root, device=device,

@@ -1,109 +1,24 @@
-"""PT2E post-training quantization with the backend's own quantizer: one registry entry per (backend, scheme).
+"""PT2E post-training quantization with the backend's own quantizer.
 
     quantize_program(program, backend="xnnpack", scheme="W8-A8", target=None, calibration=[...], keep_float={...})
 
-A new scheme is one decorated function that returns a configured quantizer.
+The schemes and their quantizer builders belong to the backends (np_optimizer.backends): a new scheme is one
+`Scheme(name, build)` in its backend's module.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.errors import UnsupportedError
+from np_optimizer.backends import KeepFloat, get_backend
 
 if TYPE_CHECKING:
     import torch
     from torch.export import ExportedProgram
-    from torch.fx import GraphModule, Node
+    from torch.fx import Node
 
-__all__ = ["quantize_program", "registered_schemes", "quantized_layers", "weighted_layers"]
-
-KeepFloat = Callable[["Node"], bool]
-_QUANTIZERS: dict[tuple[str, str], Callable[[str | None, KeepFloat, bool], Any]] = {}
-
-
-def _scheme(backend: str, scheme: str) -> Callable[[Callable[[str | None, KeepFloat, bool], Any]], Any]:
-    def register(build: Callable[[str | None, KeepFloat, bool], Any]) -> Any:
-        _QUANTIZERS[(backend, scheme)] = build
-        return build
-
-    return register
-
-
-def registered_schemes(backend: str) -> tuple[str, ...]:
-    return tuple(s for b, s in _QUANTIZERS if b == backend)
-
-
-def _xnnpack(config_kwargs: dict[str, Any], linear_only: bool) -> Callable[[str | None, KeepFloat, bool], Any]:
-    def build(_target: str | None, keep: KeepFloat, keep_any: bool) -> Any:
-        import torch
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer,
-            get_symmetric_quantization_config,
-        )
-
-        config = get_symmetric_quantization_config(**config_kwargs)
-        quantizer = XNNPACKQuantizer()
-        if linear_only:
-            # XNNPACK packs 4-bit weights for 2-D (linear) weights only; a 4-bit conv fails at lowering.
-            quantizer.set_operator_type(torch.ops.aten.linear.default, config)
-        else:
-            quantizer.set_global(config)
-        if keep_any:
-            # XNNPACKQuantizer has no set_module_name(name, None); its node filter leaves the rest float.
-            quantizer.set_filter_function(lambda node: not keep(node))
-        return quantizer
-
-    return build
-
-
-_scheme("xnnpack", "W8-A8")(_xnnpack({"is_per_channel": True}, linear_only=False))
-_scheme("xnnpack", "W8-A8_dynamic")(_xnnpack({"is_per_channel": True, "is_dynamic": True}, linear_only=False))
-# int4 range in int8 storage; XNNPACK packs it to 4 bits when it lowers a Linear.
-_scheme("xnnpack", "W4-A8_dynamic")(_xnnpack({"is_per_channel": True, "is_dynamic": True, "weight_qmin": -8,
-                                             "weight_qmax": 7}, linear_only=True))
-
-
-def _ethos_u(a16: bool) -> Callable[[str | None, KeepFloat, bool], Any]:
-    def build(target: str | None, keep: KeepFloat, keep_any: bool) -> Any:
-        from executorch.backends.arm import (
-            EthosUCompileSpec,
-            EthosUQuantizer,
-            get_symmetric_a16w8_quantization_config,
-            get_symmetric_quantization_config,
-        )
-
-        config = (get_symmetric_a16w8_quantization_config if a16 else get_symmetric_quantization_config)(
-            is_per_channel=True)
-        quantizer = EthosUQuantizer(EthosUCompileSpec(target or "ethos-u85-256"))
-        quantizer.set_global(config)
-        if keep_any:
-            from executorch.exir._warnings import ExperimentalWarning
-
-            with warnings.catch_warnings():  # set_node_finder is marked experimental in executorch 1.4
-                warnings.simplefilter("ignore", ExperimentalWarning)
-                quantizer.set_node_finder(None, _node_finder(keep))
-        return quantizer
-
-    return build
-
-
-_scheme("ethos-u", "W8-A8")(_ethos_u(a16=False))
-_scheme("ethos-u", "W8-A16")(_ethos_u(a16=True))
-
-
-def _node_finder(keep: KeepFloat) -> Any:
-    from executorch.backends.arm.quantizer.arm_quantizer_utils import NodeFinder
-
-    # a node finder with config None overrides the global config; executorch's arm quantizer has no type information
-    class _KeepFloatFinder(NodeFinder):  # type: ignore[misc]
-        def find_nodes(self, model: GraphModule) -> Iterator[Node]:
-            return (n for n in model.graph.nodes if keep(n))
-
-    return _KeepFloatFinder()
-
+__all__ = ["quantize_program", "quantized_layers", "weighted_layers"]
 
 def _module_path(path: str) -> str:
     prefix = "L['self']."  # older capture APIs; torch.export records "layer1.conv"
@@ -129,11 +44,7 @@ def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, tar
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    build = _QUANTIZERS.get((backend, scheme))
-    if build is None:
-        raise UnsupportedError(f"Scheme {scheme} is not available for the {backend} backend.",
-                               hint=f"Schemes for {backend}: {', '.join(registered_schemes(backend))}.",
-                               code="NP-GQ-422")
+    build = get_backend(backend).scheme(scheme).build  # UnsupportedError names the backend's schemes
     names = frozenset(keep_float)
     quantizer = build(target, _keep_float(names), bool(names))
     # check_guards=False: the default adds a `_guards_fn` call_module node the Arm quantizer's passes reject.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from np_optimizer.errors import EstimateError, UnsupportedError
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.methods import register_method
 from np_optimizer.profiler.render import mib
@@ -51,7 +52,7 @@ def _cpu_scope(request: ProfileRequest) -> MethodOutput:
                f"MODEL_WEIGHT_MEMORY. For measured latency and memory use --method on-device (on `host`, or on a "
                f"device with an SSH destination in devices.yaml).")
     return MethodOutput(
-        status="SUCCESS", result_kind="estimated",
+        result_kind="estimated",
         metrics=[MetricValue(str(M.MACS), macs, "MACs", source=source), MetricValue(str(M.PARAMS), params, "params",
                                                                                    source=source)],
         provenance={"tool": "np graph analysis", "tool_version": np_version(), "torch": tool_version("torch"),
@@ -59,10 +60,6 @@ def _cpu_scope(request: ProfileRequest) -> MethodOutput:
                     "mlia": f"not applicable: MLIA {tool_version('mlia')} has no CPU target"},
         warnings=[warning],
     )
-
-
-class _Unsupported(Exception):
-    """The checkpoint has no NPU program MLIA could honestly estimate."""
 
 
 def _value(estimate: dict[str, Any], name: str) -> float:
@@ -80,7 +77,9 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
     if compiled.status == "ok":
         tosa = sorted((request.compiled_dir / "ethos_u").glob("output_tag*.tosa"))
         if not tosa:
-            raise FileNotFoundError(f"no .tosa file in {request.compiled_dir / 'ethos_u'}")
+            raise EstimateError(f"The compiled {request.checkpoint} has no .tosa file in "
+                                f"{request.compiled_dir / 'ethos_u'}.", hint="Compile it again: `np profile --force` "
+                                "after deleting that compiled_* folder.")
         estimates = [estimate(path, target, request.work_dir / f"mlia_partition{i}") for i, path in enumerate(tosa)]
         if len(tosa) > 1:
             warnings.append(f"The checkpoint lowered to {len(tosa)} NPU partitions: MLIA estimated each, and np summed "
@@ -93,8 +92,10 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
                             "the NPU part only; the CPU part's time and memory are not included.")
         return estimates, notices, warnings, "compiled .tosa (ExecuTorch Arm backend)"
     if compiled.quantized:  # quantized, yet nothing was delegated: estimating MLIA's own int8 version would mislead
-        raise _Unsupported(f"{request.checkpoint} is quantized but the Ethos-U partitioner delegated none of its ops "
-                           f"({compiled.reason}); there is no NPU program to estimate.")
+        raise UnsupportedError(f"{request.checkpoint} is quantized but the Ethos-U partitioner delegated none of its "
+                               f"ops ({compiled.reason}); there is no NPU program to estimate.",
+                               hint="See the compile record (np status); the checkpoint's ops may not be supported by "
+                               "this Ethos-U.", code="NP-PRF-422")
     notices.append("This checkpoint is float, which the Ethos-U NPU cannot run as it is: MLIA estimated it through its "
                    ".pt2 path, which first quantizes it with default int8 post-training quantization (calibrated on "
                    "the example input only). The figures describe that int8 model, not this float checkpoint.")
@@ -152,7 +153,7 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
     raw = request.work_dir / "mlia_output.json"
     raw.write_text(json.dumps([e["raw"] for e in estimates], indent=1))
     return MethodOutput(
-        status="SUCCESS", result_kind="estimated", metrics=metrics,
+        result_kind="estimated", metrics=metrics,
         extras={"memory_bytes": {k: sum(float(e["memory"][k]) for e in estimates) for k in (
             "sram_bytes", "dram_bytes", "on_chip_flash_bytes", "off_chip_flash_bytes", "total_bytes")},
             "peak_activation_memory_bytes": max(float(e["memory"]["peak_activation_memory_bytes"] or 0)
@@ -171,21 +172,8 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
 
 @register_method("mlia", cacheable=True)
 def profile_mlia(request: ProfileRequest) -> MethodOutput:
-    if request.device.backend != "ethos-u":
+    """MLIA's estimate where the backend has an MLIA target, else the static counts; failures raise np errors
+    (UnsupportedError when there is no NPU program, EstimateError when MLIA or Vela fail)."""
+    if not request.device.backend_spec.mlia_estimable:
         return _cpu_scope(request)
-    try:
-        return _ethos_u(request)
-    except _Unsupported as exc:
-        return MethodOutput(status="FAILED", result_kind="estimated",
-                            error={"code": "NP-PRF-422", "message": str(exc),
-                                   "hint": "See the compile record (np status); the checkpoint's ops may not be "
-                                   "supported by this Ethos-U."})
-    except Exception as exc:  # MLIA/Vela failures name the operator in the root cause
-        from np_optimizer.adapters.mlia import MliaEstimateError
-
-        message = exc.args[0] if isinstance(exc, MliaEstimateError) else f"{type(exc).__name__}: {exc}"
-        root = exc.root_cause if isinstance(exc, MliaEstimateError) else ""
-        return MethodOutput(status="FAILED", result_kind="estimated",
-                            error={"code": "NP-PRF-500", "message": str(message).splitlines()[0],
-                                   "hint": f"Root cause: {root.splitlines()[0]}" if root else
-                                   "See the MLIA log in the job's artifacts/profile folder."})
+    return _ethos_u(request)

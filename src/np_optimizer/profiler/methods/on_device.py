@@ -16,7 +16,8 @@ from typing import Any
 
 from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
-from np_optimizer.errors import DeviceUnreachableError, MeasureError
+from np_optimizer.backends import get_backend
+from np_optimizer.errors import DeviceUnreachableError, MeasureError, UnsupportedError
 from np_optimizer.profiler.measure import Measurement, MeasureOptions
 from np_optimizer.profiler.measure.local import measure_local
 from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus, expected_duration, record_duration
@@ -45,31 +46,26 @@ def measure_options(options: dict[str, Any]) -> MeasureOptions:
                           threads=int(threads) if threads else None)
 
 
-def _failed(code: str, message: str, hint: str, **fields: Any) -> MethodOutput:
-    return MethodOutput(status="FAILED", result_kind=_KIND, error={"code": code, "message": message, "hint": hint},
-                        **fields)
-
-
-def _precheck(request: ProfileRequest) -> MethodOutput | None:
-    """Why this request cannot be measured at all, or None."""
+def _precheck(request: ProfileRequest) -> None:
+    """Raise the np error that says why this request cannot be measured at all."""
     device, compiled = request.device, request.compiled
     backend = compiled.backend or device.backend
-    if device.backend != "xnnpack" or backend != "xnnpack":
-        return _failed("NP-PRF-422", f"The on-device method measures XNNPACK programs on a CPU; {request.checkpoint} "
-                       f"for {device.name} is a {backend} program, which only the NPU's firmware runs, not a runtime "
-                       "np can start.", f"Use --method mlia for {device.name}.")
+    if not (device.backend_spec.runs_on_host and get_backend(backend).runs_on_host):
+        raise UnsupportedError(f"The on-device method measures programs an ExecuTorch runtime np can start; "
+                               f"{request.checkpoint} for {device.name} is a {backend} program, which only the NPU's "
+                               "firmware runs.", hint=f"Use --method mlia for {device.name}.", code="NP-PRF-422")
     if compiled.status != "ok" or request.pte_path is None:
-        return _failed("NP-PRF-422", f"{request.checkpoint} has no runnable .pte for {device.name} (compile status "
-                       f"{compiled.status}{': ' + compiled.reason if compiled.reason else ''}).",
-                       "See the compile section of the result and logs/execution.log.")
+        raise UnsupportedError(f"{request.checkpoint} has no runnable .pte for {device.name} (compile status "
+                               f"{compiled.status}{': ' + compiled.reason if compiled.reason else ''}).",
+                               hint="See the compile section of the result and logs/execution.log.", code="NP-PRF-422")
     if not device.local and request.remote is None:
-        return _failed("NP-PRF-424", f"Method 'on-device' on '{device.name}' needs an SSH destination for the device.",
-                       f"Add `devices: {{{device.name}: {{ssh: user@host, python: /path/to/python}}}}` to the "
-                       "workspace's devices.yaml, or use --method mlia.")
+        raise UnsupportedError(f"Method 'on-device' on '{device.name}' needs an SSH destination for the device.",
+                               hint=f"Add `devices: {{{device.name}: {{ssh: user@host, python: /path/to/python}}}}` to "
+                               "the workspace's devices.yaml, or use --method mlia.", code="NP-PRF-424")
     if not request.pte_path.is_file():
-        return _failed("NP-RUN-404", f"The compiled program {request.pte_path} is missing.",
-                       "Run the command again: np compiles the checkpoint when its .pte is missing.")
-    return None
+        raise MeasureError(f"The compiled program {request.pte_path} is missing.", hint="Run the command again: np "
+                           "compiles the checkpoint when its .pte is missing.", code="NP-RUN-404",
+                           kind="file_not_found")
 
 
 class _QueueReporter:
@@ -214,7 +210,7 @@ def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measur
         "timeout_s": options.timeout_s, "transport": measurement.transport,
         "loadavg_at_start": host.get("loadavg_at_start"), "timed": "each execute call, perf_counter_ns",
     }
-    return MethodOutput(status="SUCCESS", result_kind=_KIND, metrics=metrics, extras=extras, provenance=provenance,
+    return MethodOutput(result_kind=_KIND, metrics=metrics, extras=extras, provenance=provenance,
                         warnings=list(dict.fromkeys(warnings)), partial=partial, artifacts={"raw": RAW_FILE},
                         timings=_timings(lock, measurement))
 
@@ -239,10 +235,8 @@ def _write_raw(request: ProfileRequest, doc: dict[str, Any] | None) -> dict[str,
 
 @register_method("on-device", cacheable=False)
 def profile(request: ProfileRequest) -> MethodOutput:
-    """Measure the compiled .pte on the request's device (host or SSH); FAILED outputs carry one clear error."""
-    refused = _precheck(request)
-    if refused is not None:
-        return refused
+    """Measure the compiled .pte on the request's device (host or SSH); a failure raises one clear np error."""
+    _precheck(request)
     options = measure_options(request.options)
     device = "host" if request.device.local else request.device.name
     reporter = _QueueReporter(request, device)
@@ -253,12 +247,13 @@ def profile(request: ProfileRequest) -> MethodOutput:
         with lock:  # held around the measurement only; the timeout starts inside
             measurement = _measure(request, options)
     except (MeasureError, DeviceUnreachableError) as failure:
-        artifacts = _write_raw(request, failure.doc)
-        return _failed(failure.code, failure.message, failure.hint or "", warnings=reporter.warnings, artifacts=artifacts,
-                       extras={"failure_kind": failure.kind, "log_tail": failure.stderr_tail[-10:]},
-                       provenance={"tool": "executorch runtime", "transport": transport,
-                                   "runs_asked": options.num_executions, "timeout_s": options.timeout_s},
-                       timings=_timings(lock, None))
+        # what the failed round keeps besides the error: the script's document, the log tail, where it ran
+        failure.context = {"warnings": reporter.warnings, "artifacts": _write_raw(request, failure.doc),
+                           "extras": {"failure_kind": failure.kind, "log_tail": failure.stderr_tail[-10:]},
+                           "provenance": {"tool": "executorch runtime", "transport": transport,
+                                          "runs_asked": options.num_executions, "timeout_s": options.timeout_s},
+                           "timings": _timings(lock, None)}
+        raise
     _remember(device, request, measurement)
     _write_raw(request, measurement.doc)
     return _build(request, options, measurement, lock, reporter.warnings)

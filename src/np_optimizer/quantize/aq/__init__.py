@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from np_optimizer.errors import ModelError
+from np_optimizer.quantize.aq.catalog import AQ_ALGORITHMS, AQ_SCHEMES
 from np_optimizer.quantize.aq.program import aq_layers
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AQ_ALGORITHMS", "AQ_SCHEMES", "AQResult", "quantize_model", "linear_layers", "aq_layers"]
 
-AQ_ALGORITHMS = ("RTN", "AWQ", "GPTQ", "SMOOTHQUANT", "AUTOROUND")
-AQ_SCHEMES = ("W8-A8", "W8-A8_dynamic", "W4-A8_dynamic")
 
 
 @dataclass

@@ -25,8 +25,7 @@ def _round_ste(x: torch.Tensor) -> torch.Tensor:
     return (torch.round(x) - x).detach() + x
 
 
-@register_algorithm("AUTOROUND", implementation="np's implementation of AutoRound (SignSGD over rounding offsets "
-                                                "and clip ranges, layer-wise)")
+@register_algorithm("AUTOROUND")
 def autoround(layer: LayerInput) -> LayerQuant:
     wq, params = layer.wq, layer.params
     weight = layer.weight.detach().float()

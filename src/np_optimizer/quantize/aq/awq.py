@@ -77,8 +77,7 @@ def auto_clip(weight: torch.Tensor, inputs: torch.Tensor, wq: WeightQuant, *, gr
     return best.squeeze(-1)
 
 
-@register_algorithm("AWQ", implementation="torchao.prototype.awq AWQObserver (activation-aware scale search) + np's "
-                                          "implementation of AWQ's clip search (llm-awq auto_clip)")
+@register_algorithm("AWQ")
 def awq(layer: LayerInput) -> LayerQuant:
     from torchao.prototype.awq.core import AWQObserver
 

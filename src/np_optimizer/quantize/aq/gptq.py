@@ -92,9 +92,7 @@ def _per_channel(wq: WeightQuant) -> WeightQuant:
     return replace(wq, group_size=None)
 
 
-@register_algorithm("GPTQ", implementation="np's implementation of GPTQ (Frantar et al., 2023; reference "
-                                           "fasterquant, lazy batch updates, act order with static groups)",
-                    needs_hessian=True)
+@register_algorithm("GPTQ")
 def gptq(layer: LayerInput) -> LayerQuant:
     assert layer.stats.hessian is not None, "GPTQ needs the Hessian of the layer's inputs"
     q_int, scale, loss = gptq_quantize(layer.weight, layer.stats.hessian, layer.stats.count, layer)

@@ -1,6 +1,6 @@
 """The one dispatch point: algorithm name -> a function that quantizes one Linear layer.
 
-    @register_algorithm("RTN", implementation="...")
+    @register_algorithm("RTN")   # and a row in quantize/aq/catalog.py
     def rtn(layer: LayerInput) -> LayerQuant: ...
 
 An algorithm sees one layer (its float weight, the calibration statistics of its input, the weight quantizer of the
@@ -11,16 +11,19 @@ layer then computes `linear(x * smooth, W)`, so an algorithm that scales weight 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from np_optimizer.errors import UnsupportedError
 from np_optimizer.quantize.aq.calibrate import LinearStats
+from np_optimizer.quantize.aq.catalog import ALGORITHMS
 from np_optimizer.quantize.aq.scheme import AQScheme, WeightQuant
 
-__all__ = ["AQParams", "LayerInput", "LayerQuant", "Algorithm", "ALGORITHMS", "register_algorithm", "get_algorithm"]
+__all__ = ["AQParams", "LayerInput", "LayerQuant", "Algorithm", "register_algorithm", "get_algorithm"]
 
 
 @dataclass(frozen=True)
@@ -68,23 +71,26 @@ class Algorithm:
     needs_hessian: bool = False
 
 
-ALGORITHMS: dict[str, Algorithm] = {}
+_FUNCTIONS: dict[str, Callable[[LayerInput], LayerQuant]] = {}
 
 
-def register_algorithm(name: str, *, implementation: str, needs_hessian: bool = False
-                       ) -> Callable[[Callable[[LayerInput], LayerQuant]], Callable[[LayerInput], LayerQuant]]:
+def register_algorithm(name: str) -> Callable[[Callable[[LayerInput], LayerQuant]], Callable[[LayerInput], LayerQuant]]:
+    """Register the function that quantizes one Linear layer for `name`, a row of quantize/aq/catalog.py."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"advanced_quantize algorithm {name!r} has no row in quantize/aq/catalog.py")
+
     def register(function: Callable[[LayerInput], LayerQuant]) -> Callable[[LayerInput], LayerQuant]:
-        ALGORITHMS[name] = Algorithm(name, function, implementation, needs_hessian)
+        _FUNCTIONS[name] = function
         return function
 
     return register
 
 
 def get_algorithm(name: str) -> Algorithm:
-    """The registered algorithm (importing the algorithm modules registers them)."""
-    from np_optimizer.quantize.aq import autoround, awq, gptq, rtn, smoothquant  # noqa: F401
-
-    try:
-        return ALGORITHMS[name]
-    except KeyError:
-        raise LookupError(f"No advanced_quantize algorithm {name!r} (registered: {', '.join(ALGORITHMS)})") from None
+    """The catalogue row `name` with its function (importing the row's module registers the function)."""
+    spec = ALGORITHMS.get(name)
+    if spec is None:
+        raise UnsupportedError(f"No advanced_quantize algorithm {name!r}.",
+                               hint=f"Algorithms: {', '.join(ALGORITHMS)}.", code="NP-AQ-422")
+    importlib.import_module(spec.module)
+    return Algorithm(name, _FUNCTIONS[name], spec.implementation, spec.needs_hessian)

@@ -14,8 +14,7 @@ from np_optimizer.quantize.aq.scheme import quantize_weight, weight_scale
 __all__ = ["rtn"]
 
 
-@register_algorithm("RTN", implementation="torchao.quantization.quant_primitives (choose_qparams_affine, "
-                                          "quantize_affine): round to nearest")
+@register_algorithm("RTN")
 def rtn(layer: LayerInput) -> LayerQuant:
     scale = weight_scale(layer.weight, layer.wq)
     return LayerQuant(quantize_weight(layer.weight, scale, layer.wq), scale)

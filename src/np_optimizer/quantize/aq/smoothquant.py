@@ -20,8 +20,7 @@ from np_optimizer.quantize.aq.scheme import quantize_weight, weight_scale
 __all__ = ["smoothquant"]
 
 
-@register_algorithm("SMOOTHQUANT", implementation="torchao.prototype.smoothquant SmoothQuantObserver (smoothing "
-                                                  "factor); weights then rounded with torchao's primitives")
+@register_algorithm("SMOOTHQUANT")
 def smoothquant(layer: LayerInput) -> LayerQuant:
     from torchao.prototype.smoothquant.core import SmoothQuantObserver
 

@@ -1,4 +1,5 @@
-"""Lower an exported program for an Ethos-U NPU: TOSA, then Vela, inside ExecuTorch's Arm backend.
+"""The Ethos-U backend: ExecuTorch's Arm backend lowers to TOSA, then Vela compiles for the NPU. Its schemes use
+EthosUQuantizer; its programs run only on the NPU's firmware, and MLIA estimates them.
 
 The .tosa and Vela's summary CSV are kept beside the .pte. A float program gives zero delegates and no error (the
 Ethos-U TOSA profile is integer only): that is recorded as "lowering unsupported", not raised.
@@ -9,17 +10,20 @@ from __future__ import annotations
 import contextlib
 import csv
 import logging
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.xnnpack import register_quantized_out_variants
 from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
-from np_optimizer.compile.xnnpack import register_quantized_out_variants
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
+    from torch.fx import GraphModule, Node
 
-__all__ = ["lower_ethos_u", "is_quantized", "read_vela_summary"]
+__all__ = ["ETHOS_U", "lower_ethos_u", "is_quantized", "read_vela_summary"]
 
 # The Arm backend runs Vela with --verbose-all (hundreds of lines per delegate) whenever this logger is enabled for
 # INFO, which a root logger at INFO does: keep it at WARNING while lowering.
@@ -69,10 +73,12 @@ def vela_settings(target: str) -> dict[str, str]:
             "config_ini": str(config.compiler_options.config_file)}
 
 
-def lower_ethos_u(program: ExportedProgram, target: str, out_dir: Path) -> dict[str, Any]:
+def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -> dict[str, Any]:
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
+    if not target:
+        raise ValueError("an Ethos-U lowering needs the device's target profile (mlia_target)")
     register_quantized_out_variants()
     artifacts = out_dir / "ethos_u"
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -114,3 +120,54 @@ def lower_ethos_u(program: ExportedProgram, target: str, out_dir: Path) -> dict[
         "vela_config": vela,
         "quantized": is_quantized(program),
     }
+
+
+def _quantizer(a16: bool) -> QuantizerBuilder:
+    def build(target: str | None, keep: KeepFloat, keep_any: bool) -> Any:
+        from executorch.backends.arm import (
+            EthosUCompileSpec,
+            EthosUQuantizer,
+            get_symmetric_a16w8_quantization_config,
+            get_symmetric_quantization_config,
+        )
+
+        config = (get_symmetric_a16w8_quantization_config if a16 else get_symmetric_quantization_config)(
+            is_per_channel=True)
+        quantizer = EthosUQuantizer(EthosUCompileSpec(target or "ethos-u85-256"))
+        quantizer.set_global(config)
+        if keep_any:
+            from executorch.exir._warnings import ExperimentalWarning
+
+            with warnings.catch_warnings():  # set_node_finder is marked experimental in executorch 1.4
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                quantizer.set_node_finder(None, _node_finder(keep))
+        return quantizer
+
+    return build
+
+
+def _node_finder(keep: KeepFloat) -> Any:
+    from executorch.backends.arm.quantizer.arm_quantizer_utils import NodeFinder
+
+    # a node finder with config None overrides the global config; executorch's arm quantizer has no type information
+    class _KeepFloatFinder(NodeFinder):  # type: ignore[misc]
+        def find_nodes(self, model: GraphModule) -> Iterator[Node]:
+            return (n for n in model.graph.nodes if keep(n))
+
+    return _KeepFloatFinder()
+
+
+ETHOS_U = register_backend(Backend(
+    name="ethos-u",
+    display_name="Arm Ethos-U NPU (ExecuTorch Arm backend, TOSA + Vela)",
+    schemes=(
+        Scheme("W8-A8", _quantizer(a16=False), "static int8 weights (per channel) and activations"),
+        Scheme("W8-A16", _quantizer(a16=True), "int8 weights, int16 activations"),
+    ),
+    lower=lower_ethos_u,
+    runs_on_host=False,
+    mlia_estimable=True,
+    advanced_quantize=False,
+    tool_versions=("executorch", "torch", "ethos-u-vela", "mlia"),  # MLIA's target profile sets the Vela config
+    notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",
+))

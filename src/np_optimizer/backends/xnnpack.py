@@ -1,0 +1,83 @@
+"""The XNNPACK backend: ExecuTorch's XNNPACK delegate for Arm CPUs. Its schemes use XNNPACKQuantizer; its programs
+run on this machine's ExecuTorch runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
+
+from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+__all__ = ["XNNPACK", "lower_xnnpack", "register_quantized_out_variants"]
+
+
+def register_quantized_out_variants() -> None:
+    """ExecuTorch's out-variant kernels of quantized_decomposed::* ops, needed by to_executorch() for q/dq nodes left
+    outside a delegate. Importing a quantizer registers them as a side effect; a process that only loads a .pt2 must
+    import them itself ("Missing out variants" otherwise)."""
+    import executorch.kernels.quantized  # noqa: F401
+
+
+def lower_xnnpack(program: ExportedProgram, _target: str | None, out_dir: Path) -> dict[str, Any]:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    register_quantized_out_variants()
+    edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    stats = delegation_stats(edge.exported_program())
+    executorch_program = edge.to_executorch()
+    pte = out_dir / "model.pte"
+    pte.write_bytes(executorch_program.buffer)
+    reason = None
+    if stats["num_delegates"] == 0:
+        reason = "XNNPACK delegated no operator; the .pte runs on portable CPU kernels only"
+    return {"pte_file": pte.name, **stats, "planned_arena_bytes": planned_arena_bytes(executorch_program),
+            "reason": reason, "status": "ok"}
+
+
+def _quantizer(config_kwargs: dict[str, Any], linear_only: bool) -> QuantizerBuilder:
+    def build(_target: str | None, keep: KeepFloat, keep_any: bool) -> Any:
+        import torch
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
+
+        config = get_symmetric_quantization_config(**config_kwargs)
+        quantizer = XNNPACKQuantizer()
+        if linear_only:
+            # XNNPACK packs 4-bit weights for 2-D (linear) weights only; a 4-bit conv fails at lowering.
+            quantizer.set_operator_type(torch.ops.aten.linear.default, config)
+        else:
+            quantizer.set_global(config)
+        if keep_any:
+            # XNNPACKQuantizer has no set_module_name(name, None); its node filter leaves the rest float.
+            quantizer.set_filter_function(lambda node: not keep(node))
+        return quantizer
+
+    return build
+
+
+XNNPACK = register_backend(Backend(
+    name="xnnpack",
+    display_name="XNNPACK (ExecuTorch, Arm CPU)",
+    schemes=(
+        Scheme("W8-A8", _quantizer({"is_per_channel": True}, linear_only=False),
+               "static int8 weights (per channel) and activations; needs calibration"),
+        Scheme("W8-A8_dynamic", _quantizer({"is_per_channel": True, "is_dynamic": True}, linear_only=False),
+               "int8 weights, activations quantized at run time"),
+        # int4 range in int8 storage; XNNPACK packs it to 4 bits when it lowers a Linear.
+        Scheme("W4-A8_dynamic", _quantizer({"is_per_channel": True, "is_dynamic": True, "weight_qmin": -8,
+                                            "weight_qmax": 7}, linear_only=True),
+               "4-bit weights of Linear layers, activations quantized at run time; convolutions stay float"),
+    ),
+    lower=lower_xnnpack,
+    runs_on_host=True,
+    mlia_estimable=False,
+    advanced_quantize=True,
+))
