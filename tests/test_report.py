@@ -127,11 +127,14 @@ def test_unfinished_rows_show_double_dash(workspace: Path, run_np) -> None:
     exp = make_project(workspace, "unfinished")
     report = {"schema_version": 1, "experiment": {"name": "experiment_01", "device": "raspberry_pi_5",
                                                   "runtime": "executorch", "backend": "xnnpack", "status": "running"},
-              "pipeline": {"input_model": {"job": "00_input_model", "step_type": "input_model", "step_index": 0,
-                                           "checkpoint": "INPUT_MODEL", "status": "in_progress"}, "steps": []},
               "profile": {"enabled": True, "listed": ["INPUT_MODEL"], "method": "mlia", "results": []},
               "post_hoc": []}
     (exp / "report.json").write_text(json.dumps(report))
+    # the pipeline rows come from the job files, the truth: a job still running
+    job = {"schema_version": 1, "name": "00_input_model", "step_type": "input_model", "step_index": 0,
+           "checkpoint": "INPUT_MODEL", "status": "in_progress", "created_at": "2026-12-03T10:00:00.000+00:00"}
+    (exp / "00_input_model").mkdir()
+    (exp / "00_input_model" / "job.json").write_text(json.dumps(job))
     result = run_np("report", cwd=exp)
     assert result.exit_code == 0 and "the row is not finished yet" in result.stdout
     row = next(line for line in result.stdout.splitlines() if "input_model" in line)

@@ -22,7 +22,7 @@ from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 
-__all__ = ["config_hash", "JobRunner", "pipeline_entry"]
+__all__ = ["config_hash", "JobRunner"]
 
 CHECKPOINT_FILE = "model.pt2"
 
@@ -70,15 +70,16 @@ class JobRunner:
         artifacts.mkdir(parents=True, exist_ok=True)
         started = utc_now()
         t0 = time.perf_counter()
+        earlier = self.store.read_job(name)  # its post-hoc rounds stay in the history (the report marks them older)
         record = JobRecord(
             name=name, step_type=step_type, step_index=index, checkpoint=checkpoint, status="in_progress",
             created_at=started, started_at=started, parameters=parameters, config_hash=hash_, pid=os.getpid(),
             input=None if input_ref is None else {"checkpoint": input_ref.name, "job": input_ref.job,
                                                    "file": os.path.relpath(input_ref.path, job_dir),
                                                    "sha256": input_ref.sha256},
+            profile=tuple(p for p in (earlier.profile if earlier else ()) if p.trigger == "POSTHOC"),
         )
         self.store.write_job(record)
-        self._set_pipeline_entry(record)
         try:
             outcome = produce(artifacts)
             ref, output = self._save(outcome, artifacts, name, checkpoint)
@@ -89,7 +90,6 @@ class JobRunner:
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                              errors=(error_record(exc),))
             self.store.write_job(failed)
-            self._set_pipeline_entry(failed)
             raise
         warnings = list(outcome.warnings)
         if compiled.status != "ok":
@@ -98,7 +98,6 @@ class JobRunner:
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
                        compile=compiled.to_dict(), fidelity=fidelity, warnings=tuple(warnings))
         self.store.write_job(done)
-        self._set_pipeline_entry(done)
         return ref
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str, checkpoint: str) -> tuple[CheckpointRef, dict[str, Any]]:
@@ -158,36 +157,3 @@ class JobRunner:
             except ToolError as exc:
                 result["pte_error"] = exc.message
         return result
-
-    def _set_pipeline_entry(self, record: JobRecord) -> None:
-        entry = pipeline_entry(record)
-
-        def change(report: dict[str, Any]) -> None:
-            pipeline = report.setdefault("pipeline", {"input_model": None, "steps": []})
-            if record.step_type == "input_model":
-                pipeline["input_model"] = entry
-            else:
-                steps = [s for s in pipeline.get("steps", []) if s.get("job") != record.name]
-                steps.append(entry)
-                pipeline["steps"] = sorted(steps, key=lambda s: s.get("step_index", 0))
-
-        self.store.update_report(change)
-
-
-def pipeline_entry(record: JobRecord) -> dict[str, Any]:
-    """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart)."""
-    compiled = record.compile or {}
-    fidelity = record.fidelity or {}
-    return {
-        "job": record.name, "step_type": record.step_type, "step_index": record.step_index,
-        "checkpoint": record.checkpoint, "status": record.status, "started_at": record.started_at,
-        "ended_at": record.ended_at, "duration_s": record.duration_s, "output": record.output,
-        "lowering": {k: compiled.get(k) for k in ("device", "status", "reason", "pte_bytes", "num_delegates",
-                                                  "delegated_ops", "non_delegated_ops", "planned_arena_bytes")}
-        if compiled else None,
-        "lowering_failed": compiled.get("status") == "failed",
-        "lowering_unsupported": compiled.get("status") == "unsupported",
-        "fidelity": fidelity, "warnings": list(record.warnings), "errors": list(record.errors),
-    }
-
-

@@ -92,7 +92,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     store = ExperimentStore(experiment)
     run = _prepare(experiment, config)
     log = get_logger("Pipeline")
-    _set_aside_stale_jobs(experiment, store, {INPUT_JOB, *(s.job for s in plan.steps)}, log)
+    _set_aside_stale_jobs(experiment, {INPUT_JOB, *(s.job for s in plan.steps)}, log)
     store.update_meta(status="running", pid=os.getpid(), started_at=utc_now(), device=device.name)
     store.update_report(lambda r: r.update({"experiment": {
         "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
@@ -145,8 +145,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     return summary
 
 
-def _set_aside_stale_jobs(experiment: Experiment, store: ExperimentStore, planned: set[str],
-                          log: logging.Logger) -> None:
+def _set_aside_stale_jobs(experiment: Experiment, planned: set[str], log: logging.Logger) -> None:
     """Job folders of steps no longer in run.yaml move to .stale/ (kept, not deleted) and leave the report."""
     stale = [p for p in sorted(experiment.root.glob("[0-9][0-9]_*")) if p.is_dir() and p.name not in planned]
     if stale:
@@ -156,12 +155,6 @@ def _set_aside_stale_jobs(experiment: Experiment, store: ExperimentStore, planne
             target.parent.mkdir(exist_ok=True)
             folder.rename(target)
             log.info(f"{folder.name} is not in run.yaml's steps any more: moved to {target.relative_to(experiment.root)}")
-
-    def keep_planned(report: dict[str, Any]) -> None:
-        pipeline = report.setdefault("pipeline", {"input_model": None, "steps": []})
-        pipeline["steps"] = [s for s in pipeline.get("steps", []) if s.get("job") in planned]
-
-    store.update_report(keep_planned)
 
 
 def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref: CheckpointRef,

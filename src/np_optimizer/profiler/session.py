@@ -241,7 +241,7 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     profiles = plan.profile  # narrowed to non-None, which the lambda below cannot see on plan.profile
     store.update_report(lambda r: r.update({"profile": {
         "enabled": True, "listed": [p.listed_as for p in profiles], "method": profiles[0].method
-        if profiles else None, "results": []}}))
+        if profiles else None, "started_at": utc_now(), "results": []}}))
     from np_optimizer.devices.remote import remote_for
 
     remote = remote_for(run.experiment, device.name)

@@ -1,22 +1,39 @@
-"""The experiment's result files: report.json (the whole experiment) and NN_<step>/job.json (one job each).
+"""The experiment's result files: NN_<step>/job.json (one job each: the truth) and report.json (an index of them).
 
-Every write is a locked read-modify-write with an atomic rename, so a crash or two np processes at once never leave a
-half-written file or lose a record. A corrupt file is set aside (renamed, never deleted) and reported.
+Each job.json is authoritative for its step: the job record and every profile round of its checkpoint, inline and
+post hoc. report.json holds the experiment's own state (status, what the run lists to profile) and, rebuilt from the
+job files, the pipeline rows, the current run's inline results and the post-hoc rounds. Every write takes the one
+experiment lock, writes the job file (atomic rename) and then rebuilds report.json from the job files (atomic rename);
+readers rebuild the same way, so a process killed between the two renames leaves nothing that disagrees: the next
+reader or writer derives report.json from the jobs again.
+
+A file from a newer np is refused with a clear error, never renamed away; a corrupt one is set aside (renamed, never
+deleted) with a warning naming where it went.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.errors import ConfigError
+from np_optimizer.errors import StoreError
 from np_optimizer.records import SCHEMA_VERSION, JobRecord, ProfileResult, from_dict, to_dict
-from np_optimizer.workspace.files import CorruptFileError, file_lock, read_json, update_json, write_json
-from np_optimizer.workspace import Experiment
+from np_optimizer.workspace.files import CorruptFileError, file_lock, read_json, write_json
+from np_optimizer.workspace.layout import Experiment
 
-__all__ = ["ExperimentStore", "empty_report"]
+__all__ = ["ExperimentStore", "empty_report", "pipeline_entry"]
+
+_log = logging.getLogger("np.Store")
+# Fault injection for the crash-consistency test: NP_FAULT=after-job-write kills this process right after a job.json
+# rename and before report.json's (the window a crash could hit).
+_FAULT_ENV = "NP_FAULT"
+_held: dict[Path, int] = {}  # experiment folders whose lock this process holds, with the nesting depth
 
 
 def empty_report(exp: Experiment) -> dict[str, Any]:
@@ -29,53 +46,62 @@ def empty_report(exp: Experiment) -> dict[str, Any]:
     }
 
 
+def pipeline_entry(record: JobRecord) -> dict[str, Any]:
+    """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart)."""
+    compiled = record.compile or {}
+    fidelity = record.fidelity or {}
+    return {
+        "job": record.name, "step_type": record.step_type, "step_index": record.step_index,
+        "checkpoint": record.checkpoint, "status": record.status, "started_at": record.started_at,
+        "ended_at": record.ended_at, "duration_s": record.duration_s, "output": record.output,
+        "lowering": {k: compiled.get(k) for k in ("device", "status", "reason", "pte_bytes", "num_delegates",
+                                                  "delegated_ops", "non_delegated_ops", "planned_arena_bytes")}
+        if compiled else None,
+        "lowering_failed": compiled.get("status") == "failed",
+        "lowering_unsupported": compiled.get("status") == "unsupported",
+        "fidelity": fidelity, "warnings": list(record.warnings), "errors": list(record.errors),
+    }
+
+
+def _set_aside(path: Path, why: str) -> Path:
+    target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+    path.rename(target)
+    _log.warning(f"{path} could not be read ({why}); it was moved to {target.name} beside it and is not used.")
+    return target
+
+
+def _check_version(path: Path, data: Any) -> None:
+    version = data.get("schema_version", 0) if isinstance(data, dict) else 0
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise StoreError(f"{path} was written by a newer np (schema {version}; this np reads up to "
+                         f"{SCHEMA_VERSION}).", hint="Upgrade np to read it; the file was not changed.",
+                         code="NP-RPT-426")
+
+
 class ExperimentStore:
     def __init__(self, experiment: Experiment) -> None:
         self.experiment = experiment
 
-    # -- report.json -------------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The one experiment lock every write of job.json, report.json and meta.json takes; taken once per process
+        when calls nest (flock on a second descriptor of the same file would wait for itself)."""
+        key = self.experiment.root.resolve()
+        if _held.get(key, 0):
+            _held[key] += 1
+            try:
+                yield
+            finally:
+                _held[key] -= 1
+            return
+        with file_lock(key / "experiment"):
+            _held[key] = 1
+            try:
+                yield
+            finally:
+                _held.pop(key, None)
 
-    def read_report(self) -> dict[str, Any]:
-        path = self.experiment.report_file
-        if not path.exists():
-            return empty_report(self.experiment)
-        try:
-            data = read_json(path)
-        except CorruptFileError as exc:
-            raise ConfigError(f"{path} is corrupt: {exc}", hint="It was not changed. Restore it from a backup, or move "
-                              "it away and run `np run --retry` to rebuild it.", code="NP-RPT-500") from exc
-        if int(data.get("schema_version", 0)) > SCHEMA_VERSION:
-            raise ConfigError(f"{path} was written by a newer np (schema {data['schema_version']}).",
-                              hint="Upgrade np to read it.", code="NP-RPT-426")
-        return dict(data)
-
-    def update_report(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        """Apply `change` to report.json in place, under its lock; other keys (post-hoc rounds) are kept."""
-
-        def apply(current: dict[str, Any]) -> dict[str, Any]:
-            change(current)
-            return current
-
-        path = self.experiment.report_file
-        with file_lock(path):
-            current = self.read_report()
-            apply(current)
-            write_json(path, current)
-            return current
-
-    def add_post_hoc(self, result: ProfileResult) -> None:
-        self.update_report(lambda r: r.setdefault("post_hoc", []).append(to_dict(result)))
-        self.add_job_profile(result.job, result)
-
-    def set_inline_result(self, result: ProfileResult) -> None:
-        def change(report: dict[str, Any]) -> None:
-            results = report.setdefault("profile", {}).setdefault("results", [])
-            results[:] = [r for r in results if r.get("checkpoint") != result.checkpoint] + [to_dict(result)]
-
-        self.update_report(change)
-        self.add_job_profile(result.job, result)
-
-    # -- job.json ----------------------------------------------------------------------------------------------------
+    # -- job.json: the truth ---------------------------------------------------------------------------------------
 
     def job_dir(self, name: str) -> Path:
         return self.experiment.root / name
@@ -84,31 +110,22 @@ class ExperimentStore:
         return self.job_dir(name) / "job.json"
 
     def read_job(self, name: str) -> JobRecord | None:
-        """The job's record; a record that cannot be read is set aside (renamed, never deleted) and None returned."""
+        """The job's record, or None when there is none; a corrupt file is set aside with a warning, one from a newer
+        np raises StoreError."""
         path = self.job_file(name)
         if not path.exists():
             return None
         try:
-            return from_dict(JobRecord, read_json(path))
-        except (CorruptFileError, TypeError, KeyError, AttributeError):
-            path.rename(path.with_name(f"job.json.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"))
+            data = read_json(path)
+        except CorruptFileError as exc:
+            _set_aside(path, str(exc))
             return None
-
-    def write_job(self, record: JobRecord) -> None:
-        path = self.job_file(record.name)
-        with file_lock(path):
-            write_json(path, to_dict(record))
-
-    def add_job_profile(self, name: str, result: ProfileResult) -> None:
-        path = self.job_file(name)
-        if not path.exists():
-            return
-
-        def change(job: dict[str, Any]) -> dict[str, Any]:
-            job.setdefault("profile", []).append(to_dict(result))
-            return job
-
-        update_json(path, change)
+        _check_version(path, data)
+        try:
+            return from_dict(JobRecord, data)
+        except (TypeError, KeyError, AttributeError) as exc:
+            _set_aside(path, f"not a job record: {type(exc).__name__}: {exc}")
+            return None
 
     def jobs(self) -> list[JobRecord]:
         out = []
@@ -118,12 +135,123 @@ class ExperimentStore:
                 out.append(record)
         return out
 
-    # -- meta.json ---------------------------------------------------------------------------------------------------
+    def write_job(self, record: JobRecord) -> None:
+        with self.locked():
+            write_json(self.job_file(record.name), to_dict(record))
+            self._after_job_write()
+            self._write_report(self._rebuild(self._stored_report()))
+
+    def add_job_profile(self, name: str, result: ProfileResult) -> bool:
+        """Append a profile round to job `name` (and the index); False when the job has no job.json."""
+        with self.locked():
+            return self._add_job_profile(name, result)
+
+    def _add_job_profile(self, name: str, result: ProfileResult) -> bool:
+        record = self.read_job(name)
+        if record is None:
+            return False
+        data = to_dict(record)
+        data.setdefault("profile", []).append(to_dict(result))
+        write_json(self.job_file(name), data)
+        self._after_job_write()
+        return True
+
+    def _after_job_write(self) -> None:
+        if os.environ.get(_FAULT_ENV) == "after-job-write":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # -- report.json: the index ------------------------------------------------------------------------------------
+
+    def read_report(self) -> dict[str, Any]:
+        """report.json as rebuilt from the job files (what every view reads). A stored index that lags behind its jobs
+        (a process was killed between the two writes) is rewritten here."""
+        stored = self._stored_report()
+        rebuilt = self._rebuild(stored)
+        if rebuilt != stored and self.experiment.report_file.exists():
+            with contextlib.suppress(OSError), self.locked():
+                rebuilt = self._rebuild(self._stored_report())
+                self._write_report(rebuilt)
+        return rebuilt
+
+    def update_report(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply `change` to the experiment's own state in report.json, under the experiment lock; the parts that
+        come from the job files are rebuilt afterwards, so a change to them does not stick."""
+        with self.locked():
+            current = self._rebuild(self._stored_report())
+            change(current)
+            rebuilt = self._rebuild(current)
+            self._write_report(rebuilt)
+            return rebuilt
+
+    def add_post_hoc(self, result: ProfileResult) -> None:
+        with self.locked():
+            stored = self._stored_report()
+            if not self._add_job_profile(result.job, result):  # no job file: the round lives in the index only
+                stored.setdefault("post_hoc", []).append(to_dict(result))
+            self._write_report(self._rebuild(stored))
+
+    def set_inline_result(self, result: ProfileResult) -> None:
+        """Record a round of np run's Profiling phase: the latest per checkpoint is the run's result."""
+        with self.locked():
+            stored = self._stored_report()
+            if not self._add_job_profile(result.job, result):  # its step never ran: no job file to hold it
+                stored.setdefault("profile", {}).setdefault("results", []).append(to_dict(result))
+            self._write_report(self._rebuild(stored))
+
+    def _stored_report(self) -> dict[str, Any]:
+        path = self.experiment.report_file
+        if not path.exists():
+            return empty_report(self.experiment)
+        try:
+            data = read_json(path)
+        except CorruptFileError as exc:
+            _set_aside(path, str(exc))  # it is an index: the job files rebuild it
+            return empty_report(self.experiment)
+        _check_version(path, data)
+        if not isinstance(data, dict):
+            _set_aside(path, "not a JSON object")
+            return empty_report(self.experiment)
+        return dict(data)
+
+    def _write_report(self, report: dict[str, Any]) -> None:
+        write_json(self.experiment.report_file, report)
+
+    def _rebuild(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """The index from the job files, keeping the experiment's own state and rounds whose job has no file."""
+        jobs = self.jobs()
+        names = {j.name for j in jobs}
+        report = {**empty_report(self.experiment), **stored, "schema_version": SCHEMA_VERSION}
+        report["pipeline"] = {
+            "input_model": next((pipeline_entry(j) for j in jobs if j.step_type == "input_model"), None),
+            "steps": sorted((pipeline_entry(j) for j in jobs if j.step_type != "input_model"),
+                            key=lambda s: s.get("step_index", 0)),
+        }
+        profile = dict(stored.get("profile") or {})
+        since = str(profile.get("started_at") or "")  # the Profiling phase of the latest run
+        inline = [r for r in profile.get("results", []) if r.get("job") not in names]
+        inline += [p for j in jobs for p in (to_dict(r) for r in j.profile) if p.get("trigger") == "RUN_INLINE"]
+        inline = [r for r in inline if str(r.get("started_at") or "") >= since]
+        latest: dict[str, dict[str, Any]] = {}
+        for r in sorted(inline, key=lambda r: str(r.get("started_at") or "")):
+            latest.pop(str(r.get("checkpoint")), None)  # re-inserted: a checkpoint profiled again moves to the end
+            latest[str(r.get("checkpoint"))] = r
+        profile["results"] = list(latest.values()) if profile.get("enabled", True) else []
+        report["profile"] = {"enabled": False, "listed": [], **profile}
+        post_hoc = [r for r in stored.get("post_hoc", []) if r.get("job") not in names]
+        post_hoc += [p for j in jobs for p in (to_dict(r) for r in j.profile) if p.get("trigger") == "POSTHOC"]
+        report["post_hoc"] = sorted(post_hoc, key=lambda r: str(r.get("started_at") or ""))
+        return report
+
+    # -- meta.json -------------------------------------------------------------------------------------------------
 
     def update_meta(self, **fields: Any) -> None:
-        def change(meta: dict[str, Any]) -> dict[str, Any]:
+        path = self.experiment.meta_file
+        with self.locked():
+            try:
+                meta = read_json(path) if path.exists() else {}
+            except CorruptFileError as exc:
+                _set_aside(path, str(exc))
+                meta = {}
             meta.update(fields)
             meta["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            return meta
-
-        update_json(self.experiment.meta_file, change)
+            write_json(path, meta)
