@@ -34,6 +34,7 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(PY) -m np_optimizer.devices.compat_doc > docs/compatibility.md
+	$(PY) -m np_optimizer.errors_doc > docs/errors.md
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

@@ -14,12 +14,14 @@ import sys
 import venv
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 from test_on_device import MlpModels, mlp_models, raw_document, request_for
 
 from np_optimizer.devices.remote import RemoteDevice
+from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.request import MethodOutput
 
@@ -59,18 +61,22 @@ def remote(sshd: SshServer, tmp_path: Path, *, python: str = sys.executable, por
 
 
 def profile_remote(models: MlpModels, tmp_path: Path, device: RemoteDevice,
-                   options: dict[str, int] | None = None) -> MethodOutput:
+                   options: dict[str, int] | None = None) -> MethodOutput | dict[str, Any]:
+    """The method's output, or the error record a failed round stores (built from the np error it raised)."""
     request = request_for(models, tmp_path / "job", options or {"num_executions": 3, "warmup": 1}, device=DEVICE,
                           remote=device)
-    return get_method("on-device").profile(request)
+    try:
+        return get_method("on-device").profile(request)
+    except NpError as exc:
+        return error_record(exc)
 
 
-def assert_one_clear_error(output: MethodOutput, code: str) -> dict[str, str]:
-    assert output.status == "FAILED" and output.metrics == [] and output.error is not None, output
-    assert output.error["code"] == code, output.error
-    for text in (output.error["message"], output.error["hint"]):
+def assert_one_clear_error(output: MethodOutput | dict[str, Any], code: str) -> dict[str, Any]:
+    assert isinstance(output, dict), output
+    assert output["code"] == code, output
+    for text in (output["message"], output["hint"]):
         assert text and "\n" not in text
-    return output.error
+    return output
 
 
 def test_measurement_over_ssh(sshd: SshServer, models: MlpModels, tmp_path: Path) -> None:
@@ -78,7 +84,7 @@ def test_measurement_over_ssh(sshd: SshServer, models: MlpModels, tmp_path: Path
     request = request_for(models, tmp_path / "job", {"num_executions": 8, "warmup": 2, "timeout": 60},
                           device=DEVICE, remote=device)
     output = get_method("on-device").profile(request)
-    assert output.status == "SUCCESS" and not output.partial, output.error
+    assert not output.partial
     doc = raw_document(request, output)
     assert len(doc["samples_ms"]) == 8 and len(doc["warmup_ms"]) == 2
     assert doc["remote"]["port"] == sshd.port and doc["remote"]["exit_code"] == 0
@@ -119,7 +125,7 @@ def test_remote_python_without_executorch(sshd: SshServer, models: MlpModels, tm
     output = profile_remote(models, tmp_path, remote(sshd, tmp_path, python=python))
     error = assert_one_clear_error(output, "NP-DEV-424")
     assert python in error["message"] and "ExecuTorch" in error["message"] and "python:" in error["hint"]
-    assert output.extras["failure_kind"] == "runtime_missing"
+    assert error["kind"] == "runtime_missing"
 
 
 def test_remote_python_that_does_not_exist(sshd: SshServer, models: MlpModels, tmp_path: Path) -> None:
