@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, PlainOpt
-from np_optimizer.cli.render import out, print_json, print_plain, print_table, warn
+from np_optimizer.cli.render import heading, line, out, print_json, print_plain, print_table, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -42,15 +42,16 @@ def register(app: typer.Typer) -> None:
         first, *post_hoc = view.tables
         print_table(first.title, first.columns, first.rows, caption=first.caption or None)
         for note in first.footnotes:
-            out.print(f"  [dim]{note}[/]")
+            line("  ", (note, "dim"))
         if post_hoc:
-            out.print(f"\n[bold]Post-hoc Measurements ({view.post_hoc_count})[/]")
+            out.print()
+            heading(f"Post-hoc Measurements ({view.post_hoc_count})")
             for table in post_hoc:
                 print_table(table.title, table.columns, table.rows, caption=table.caption or None)
         for text in view.warnings:
             warn(text)
         for text in view.notices:
-            out.print(f"[cyan]Note:[/] {text}")
+            line(("Note:", "cyan"), " ", text)
         if view.scope == "experiment":
             on_cpu = (view.data.get("experiment") or {}).get("backend") == "xnnpack"
             # measuring on this machine only makes sense for a CPU target; an NPU's figures come from MLIA

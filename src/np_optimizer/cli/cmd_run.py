@@ -9,9 +9,8 @@ import typer
 from np_optimizer import api
 from np_optimizer.cli.cmd_validate import print_plan, print_report
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
-from np_optimizer.cli.render import print_json
 from np_optimizer.cli.live import live_display
-from np_optimizer.cli.render import out
+from np_optimizer.cli.render import line, out, print_json
 from np_optimizer.errors import EXIT_FAILED, EXIT_VALIDATION, UsageError
 from np_optimizer.pipeline.runner import RunSummary
 from np_optimizer.records import to_dict
@@ -27,7 +26,7 @@ def summary_dict(summary: RunSummary) -> dict[str, object]:
 
 def print_summary(summary: RunSummary) -> None:
     ok = summary.status == "success"
-    out.print(("[green]Run completed successfully.[/]" if ok else "[red]Run failed.[/]") + f" ({summary.duration_s:.1f} s)")
+    line(("Run completed successfully.", "green") if ok else ("Run failed.", "red"), f" ({summary.duration_s:.1f} s)")
     for job in summary.jobs:
         mark = {"success": "✓", "reused": "✓ (reused)", "failed": "✗"}.get(job["status"], job["status"])
         out.print(f"  {job['name']:<22} {mark}")
@@ -36,9 +35,9 @@ def print_summary(summary: RunSummary) -> None:
         marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
         out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
     if summary.error:
-        out.print(f"[red]{summary.error['message']}[/]")
+        line((str(summary.error["message"]), "red"))
         if summary.error.get("hint"):
-            out.print(f"[yellow]Hint:[/] {summary.error['hint']}")
+            line(("Hint:", "yellow"), " ", str(summary.error["hint"]))
     out.print("Next: np report   (np status for jobs, np export for the .pte)")
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
-from np_optimizer.cli.render import out, print_json, print_table
+from np_optimizer.cli.render import line, out, print_json, print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -35,10 +35,10 @@ def register(app: typer.Typer) -> None:
                     for m in state.measurements]
             print_table("Measurements", ["Checkpoint", "Trigger", "Device", "Method", "Status", "Started"], rows)
         if state.status == "interrupted":
-            out.print("[yellow]The last run was interrupted.[/] Resume it with: np run --retry")
+            line(("The last run was interrupted.", "yellow"), " Resume it with: np run --retry")
         if state.log is not None:
             out.print("─── Logs ───")
-            out.print(state.log, markup=False, highlight=False, soft_wrap=True)
+            out.print(state.log, soft_wrap=True)
 
     @app.command("export", epilog="Example: np export --level result -o ./release")
     def export(experiment: ExperimentOpt = None, project: ProjectOpt = None,

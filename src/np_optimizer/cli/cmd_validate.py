@@ -9,7 +9,7 @@ import typer
 
 from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
-from np_optimizer.cli.render import out, print_json, print_table
+from np_optimizer.cli.render import heading, line, out, print_json, print_table
 from np_optimizer.errors import EXIT_VALIDATION, UsageError
 from np_optimizer.plan import Plan
 from np_optimizer.records import ValidationReport, to_dict
@@ -55,8 +55,8 @@ def print_report(report: ValidationReport) -> None:
 
 
 def print_plan(plan: Plan, title: str) -> None:
-    out.print(f"[bold]{title}[/]")
-    out.print(plan_text(plan), markup=False, soft_wrap=True)
+    heading(title)
+    out.print(plan_text(plan), soft_wrap=True)
 
 
 def parse_config(config: str | None) -> list[Path] | None:
@@ -79,5 +79,5 @@ def register(app: typer.Typer) -> None:
         else:
             print_report(report)
             if report.is_valid:
-                out.print("[green]Valid.[/] Next: np run")
+                line(("Valid.", "green"), " Next: np run")
         return 0 if report.is_valid else EXIT_VALIDATION

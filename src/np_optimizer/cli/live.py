@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.text import Text
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -37,14 +38,15 @@ class LiveDisplay:
         if self._status is not None:
             self._status.update(self._label())
 
-    def _label(self) -> str:
-        return f"[bold cyan]{self._text}[/]  [dim]{time.monotonic() - self._started:.0f} s[/]"
+    def _label(self) -> Text:
+        # the progress text names checkpoints and devices: styled around, never read as markup
+        return Text.assemble((self._text, "bold cyan"), "  ", (f"{time.monotonic() - self._started:.0f} s", "dim"))
 
 
 @contextmanager
 def live_display(*, quiet: bool = False) -> Iterator[LiveDisplay]:
     stream = os.fdopen(os.dup(2), "w", buffering=1)
-    console = Console(file=stream, highlight=False, width=None if stream.isatty() else 160)
+    console = Console(file=stream, highlight=False, markup=False, emoji=False, width=None if stream.isatty() else 160)
     display = LiveDisplay(console, quiet)
     try:
         if console.is_terminal and not quiet:

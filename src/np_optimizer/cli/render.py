@@ -1,40 +1,57 @@
-"""Console output shared by the commands: tables, JSON, TSV, errors, notices."""
+"""Console output shared by the commands: tables, JSON, TSV, errors, notices.
+
+User text is never read as rich markup: both consoles are made with `markup=False` and `emoji=False`, every table
+cell, title and caption is a `rich.text.Text`, and np's own styling is applied around the text as `Text` spans
+(`line(("Error", "bold red"), " ", message)`). So `[/x]` in a flag, or `[batch]` in a message, prints as written.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Union
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from np_optimizer.errors import NpError
 
-__all__ = ["out", "err", "print_json", "print_table", "print_plain", "print_error", "notice", "warn", "OutputMode"]
+__all__ = ["out", "err", "Part", "styled", "line", "heading", "print_json", "print_table", "print_plain",
+           "print_error", "notice", "warn"]
+
+# A piece of a line: plain text, or (text, rich style) for np's own styling around it.
+Part = Union[str, tuple[str, str]]
+
 
 def _console(stderr: bool) -> Console:
     # Pipes and CI logs get a wide fixed width instead of rich's 80 columns, so tables keep one row per line.
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 160
-    return Console(stderr=stderr, highlight=False, width=width)
+    return Console(stderr=stderr, highlight=False, markup=False, emoji=False, width=width)
 
 
 out = _console(False)
 err = _console(True)
 
 
-class OutputMode:
-    """How a command prints: rich tables (default), `--json`, or `--plain` TSV."""
+def styled(*parts: Part) -> Text:
+    """One Text from plain pieces and (text, style) pieces; no piece is parsed as markup."""
+    return Text.assemble(*parts)
 
-    def __init__(self, json_mode: bool = False, plain: bool = False) -> None:
-        self.json = json_mode
-        self.plain = plain
 
-    @property
-    def human(self) -> bool:
-        return not (self.json or self.plain)
+def line(*parts: Part, stderr: bool = False) -> None:
+    """Print one line made of plain and styled pieces."""
+    (err if stderr else out).print(styled(*parts), soft_wrap=True)
+
+
+def heading(text: str) -> None:
+    line((text, "bold"))
+
+
+def _text(value: Any) -> Text:
+    return value if isinstance(value, Text) else Text("-" if value is None else str(value))
 
 
 def print_json(data: Any) -> None:
@@ -42,11 +59,12 @@ def print_json(data: Any) -> None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, caption: str | None = None) -> None:
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    table = Table(title=Text(title), title_justify="left", caption=Text(caption) if caption else None,
+                  caption_justify="left")
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(Text(column), overflow="fold")
     for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row))
+        table.add_row(*(_text(v) for v in row))
     out.print(table)
 
 
@@ -64,14 +82,14 @@ def print_error(error: NpError, *, json_mode: bool) -> None:
         data["exit_code"] = error.exit_code
         print_json(data)
         return
-    err.print(f"[bold red]Error[/] [dim]\\[{error.code}][/] {error.message}", markup=True)
+    line(("Error", "bold red"), " ", (f"[{error.code}]", "dim"), " ", error.message, stderr=True)
     if error.hint:
-        err.print(f"[yellow]Hint:[/] {error.hint}", markup=True)
+        line(("Hint:", "yellow"), " ", error.hint, stderr=True)
 
 
 def notice(message: str) -> None:
-    err.print(f"[cyan]Note:[/] {message}", markup=True, soft_wrap=True)
+    line(("Note:", "cyan"), " ", message, stderr=True)
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]Warning:[/] {message}", markup=True, soft_wrap=True)
+    line(("Warning:", "yellow"), " ", message, stderr=True)
