@@ -5,7 +5,8 @@ A test regenerates it and fails when the committed file differs, so the docs nev
 
 from __future__ import annotations
 
-from np_optimizer.devices import DEVICES, backend_schemes
+from np_optimizer.backends import backends
+from np_optimizer.devices import DEVICES
 from np_optimizer.plan import HEADLINE_METRICS
 
 __all__ = ["render_compatibility"]
@@ -15,7 +16,7 @@ def render_compatibility() -> str:
     lines = [
         "# Compatibility matrix",
         "",
-        "Generated from `src/np_optimizer/devices.py` by `make docs`; do not edit by hand.",
+        "Generated from `src/np_optimizer/devices/catalog.py` and `src/np_optimizer/backends/` by `make docs`; do not edit by hand.",
         "",
         "## Devices",
         "",
@@ -43,9 +44,16 @@ def render_compatibility() -> str:
             if m.note and m.note not in seen:
                 seen.add(m.note)
                 lines.append(f"- **{m.method}** ({d.backend}): {m.note}")
+    lines += ["", "## Backends", "", "Generated from the registered backends (`src/np_optimizer/backends/`).", "",
+              "| Backend | Name | Runs on this machine | MLIA estimates | advanced_quantize | Versions that decide the "
+              "compiled bytes |", "|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no"}
+    for b in backends():
+        lines.append(f"| `{b.name}` | {b.display_name} | {yes[b.runs_on_host]} | {yes[b.mlia_estimable]} | "
+                     f"{yes[b.advanced_quantize]} | {', '.join(b.tool_versions)} |")
     lines += ["", "## Graph-quantize schemes by backend", ""]
-    for backend in sorted({d.backend for d in DEVICES}):
-        lines.append(f"- {backend}: {', '.join(backend_schemes(backend))}")
+    for b in backends():
+        lines += [f"- {b.name}:"] + [f"  - `{s.name}`: {s.description}" for s in b.schemes]
     notes = [f"- `{d.name}`: {d.notes}" for d in DEVICES if d.notes]
     if notes:
         lines += ["", "## Device notes", "", *notes]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from np_optimizer.errors import UnsupportedError
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 
-__all__ = ["Method", "register_method", "get_method"]
+__all__ = ["Method", "register_method", "get_method", "registered_methods"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,18 @@ def register_method(name: str, *, cacheable: bool) -> Callable[[Callable[[Profil
     return register
 
 
+def _load() -> None:
+    from np_optimizer.profiler.methods import mlia, on_device  # noqa: F401  importing registers them
+
+
+def registered_methods() -> tuple[str, ...]:
+    """The names of every registered method (the catalogue's METHODS must be these)."""
+    _load()
+    return tuple(_METHODS)
+
+
 def get_method(name: str) -> Method:
-    from np_optimizer.profiler.methods import mlia, on_device  # noqa: F401  registers them
+    _load()
 
     method = _METHODS.get(name)
     if method is None:

@@ -1,0 +1,143 @@
+"""Every registry entry runs for real, and every list np prints or documents derives from the registries.
+
+Parametrised over the registries themselves, so a new backend scheme, method, algorithm or error code is tested
+without editing this file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import make_project
+from np_optimizer.backends import backends
+from np_optimizer.config.checkpoints import STEP_KINDS
+from np_optimizer.devices import DEVICES
+from np_optimizer.errors import CODES, NpError
+from np_optimizer.errors_doc import render_errors
+from np_optimizer.quantize.aq.catalog import ALGORITHMS
+
+REPO = Path(__file__).resolve().parents[1]
+_SCHEMES = [(b.name, s.name) for b in backends() for s in b.schemes]
+
+
+def test_errors_doc_matches_the_table() -> None:
+    committed = (REPO / "docs" / "errors.md").read_text()
+    assert committed == render_errors(), "docs/errors.md is stale: run `make docs`"
+
+
+def test_every_code_in_the_source_is_a_row_of_the_table() -> None:
+    used = {m for path in (REPO / "src").rglob("*.py") for m in re.findall(r"NP-[A-Z]+-\d{3}", path.read_text())}
+    assert used - set(CODES) == set(), "add these codes to CODES in errors.py (and run `make docs`)"
+
+
+def _subclasses(cls: type[NpError]) -> list[type[NpError]]:
+    return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
+
+
+@pytest.mark.parametrize("cls", _subclasses(NpError), ids=lambda c: c.__name__)
+def test_each_error_class_exits_as_its_code_says(cls: type[NpError]) -> None:
+    assert CODES[cls.code].exit_code == cls.exit_code
+
+
+def _small_model() -> tuple[object, tuple[object, ...]]:
+    import torch
+
+    class Small(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.fc = torch.nn.Linear(8 * 8 * 8, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+    torch.manual_seed(0)
+    return Small().eval(), (torch.randn(1, 3, 8, 8),)
+
+
+@pytest.mark.parametrize(("backend", "scheme"), _SCHEMES, ids=[f"{b}-{s}" for b, s in _SCHEMES])
+def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str, tmp_path: Path) -> None:
+    import torch
+
+    from np_optimizer.compile import compile_checkpoint
+    from np_optimizer.graph.program_io import export_model, save_program
+    from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
+
+    model, example = _small_model()
+    device = next(d for d in DEVICES if d.backend == backend)
+    calibration = [example] + [(torch.randn(1, 3, 8, 8),) for _ in range(3)]
+    program = quantize_program(export_model(model, example), backend=backend, scheme=scheme,
+                               target=device.mlia_target, calibration=calibration)
+    assert any(layer["weight"] != "float" for layer in quantized_layers(program))
+    path = save_program(program, tmp_path / "model.pt2")
+    compiled = compile_checkpoint(path, device, tmp_path / "compiled")
+    assert compiled.status == "ok", compiled.reason
+    assert compiled.num_delegates >= 1 and (tmp_path / "compiled" / str(compiled.pte_file)).is_file()
+
+
+def test_each_backend_has_a_device_row_and_every_row_a_backend() -> None:
+    names = {b.name for b in backends()}
+    assert {d.backend for d in DEVICES} == names
+    for device in DEVICES:
+        assert device.backend_spec.name == device.backend
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_each_aq_algorithm_row_loads_its_function(name: str) -> None:
+    from np_optimizer.quantize.aq.registry import get_algorithm
+
+    algorithm = get_algorithm(name)
+    assert callable(algorithm.quantize_layer) and algorithm.implementation == ALGORITHMS[name].implementation
+
+
+@pytest.mark.parametrize("kind", STEP_KINDS)
+def test_each_step_kind_has_a_registered_function(kind: str) -> None:
+    from np_optimizer.config.run_config import AdvancedQuantizeConfig, GraphOptimizeConfig, GraphQuantizeConfig
+    from np_optimizer.pipeline.steps import step_function
+
+    configs = {"advanced_quantize": AdvancedQuantizeConfig("RTN", "W8-A8"), "graph_optimize": GraphOptimizeConfig(),
+               "graph_quantize": GraphQuantizeConfig("W8-A8")}
+    assert callable(step_function(configs[kind]))
+
+
+def _methods() -> list[str]:
+    from np_optimizer.profiler.methods import get_method, registered_methods
+
+    get_method("mlia")  # importing the method modules registers them
+    return list(registered_methods())
+
+
+@pytest.mark.parametrize("method", _methods())
+def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, workspace: Path, run_np) -> None:
+    exp = make_project(workspace, f"m_{method.replace('-', '_')}", device="host",
+                       run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n')
+    assert run_np("run", cwd=exp).exit_code == 0
+    options = ["--profile-opt", "num_executions=3"] if method == "on-device" else []
+    result = run_np("profile", "INPUT_MODEL", "--method", method, *options, "--json", cwd=exp)
+    assert result.exit_code == 0, result.stdout
+    (profiled,) = result.json["results"]
+    assert profiled["status"] == "SUCCESS" and profiled["method"] == method
+    assert {m["metric_type"] for m in profiled["metrics"]} >= {"MACS", "PARAMS"}
+
+
+def test_np_run_exits_4_when_the_device_cannot_be_reached(workspace: Path, run_np, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NP_SSH_KNOWN_HOSTS", str(tmp_path / "known_hosts"))
+    exp = make_project(workspace, "unreachable", run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n'
+                       'profile:\n- GRAPH_OPTIMIZE\n')
+    (workspace / "devices.yaml").write_text(
+        "devices:\n  raspberry_pi_5:\n    ssh: pi@127.0.0.1\n    port: 1\n    connect_timeout: 5\n")
+    result = run_np("run", "--json", cwd=exp)
+    assert result.exit_code == 4, result.stdout
+    (profiled,) = result.json["profile"]
+    assert profiled["error"]["code"] == "NP-DEV-503" and profiled["method"] == "on-device"
+
+
+def test_the_catalogue_offers_exactly_the_registered_methods() -> None:
+    from np_optimizer.devices import METHODS
+
+    assert set(METHODS) == set(_methods())
+    assert {m.method for d in DEVICES for m in d.methods} <= set(_methods())
