@@ -1,7 +1,12 @@
 """Run logs in the spec's format, `YYYY-MM-DD HH:MM.SS [INFO ] [Module] message`, to the console and a log file.
 
-np's own loggers (`np.<Module>`) reach both; the libraries' loggers, Python warnings and native prints reach the log
-file only, so the console shows what the user needs.
+np's own loggers (`np.<Module>`) reach the console and `logs/execution.log`, which holds np's lines only. What the
+libraries say (their loggers, Python warnings such as FutureWarning and DeprecationWarning, and whatever they print
+on fds 1 and 2: torchao's optional-kernel messages, the runtime's cpuinfo lines) goes to `logs/libraries.log` beside
+it, never to the console.
+
+A line logged with `exc_info` carries its traceback in execution.log always, and on the console only when
+`set_debug(True)` (np --debug, or NP_DEBUG=1).
 """
 
 from __future__ import annotations
@@ -15,21 +20,40 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["get_logger", "phase_banner", "run_logging", "quiet_native_output", "LogFormatter", "DONE"]
+__all__ = ["get_logger", "phase_banner", "run_logging", "quiet_native_output", "LogFormatter", "DONE", "set_debug",
+           "debug_enabled", "libraries_log", "LIBRARIES_LOG"]
 
 DONE = 25
 logging.addLevelName(DONE, "DONE")
 _LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO ", "WARNING": "WARN ", "ERROR": "ERROR", "CRITICAL": "ERROR",
            "DONE": "DONE "}
 _BANNER = "=" * 60
+LIBRARIES_LOG = "libraries.log"
+_debug = False
+
+
+def set_debug(enabled: bool) -> None:
+    """Show the tracebacks of lines logged with exc_info on the console too (np --debug)."""
+    global _debug
+    _debug = bool(enabled)
+
+
+def debug_enabled() -> bool:
+    return _debug
+
+
+def libraries_log(log_file: Path) -> Path:
+    """Where library output goes for a run logging to `log_file`: libraries.log beside it."""
+    return log_file.with_name(LIBRARIES_LOG)
 
 
 class LogFormatter(logging.Formatter):
     """`2026-08-20 15:40.01 [INFO ] [Profiler] Compiling: input_model` (local time, '.' before seconds)."""
 
-    def __init__(self, *, tracebacks: bool = True) -> None:
+    def __init__(self, *, tracebacks: bool | None = True) -> None:
         super().__init__(datefmt="%Y-%m-%d %H:%M.%S")
-        self.tracebacks = tracebacks  # the log file keeps them; the console shows the one-line message
+        # True: always (the log file); None: only under set_debug(True) (the console)
+        self.tracebacks = tracebacks
 
     def format(self, record: logging.LogRecord) -> str:
         module = record.name.split(".", 1)[1] if record.name.startswith("np.") else record.name
@@ -38,7 +62,8 @@ class LogFormatter(logging.Formatter):
         text = record.getMessage()
         if getattr(record, "banner", False):
             return text
-        if self.tracebacks and record.exc_info and record.levelno >= logging.ERROR:
+        show = _debug if self.tracebacks is None else self.tracebacks
+        if show and record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         return f"{stamp} [{level}] [{module}] {text}"
 
@@ -57,7 +82,7 @@ class _ConsoleHandler(logging.Handler):
     def __init__(self, write: Callable[[str], None]) -> None:
         super().__init__(level=logging.INFO)
         self._write = write
-        self.setFormatter(LogFormatter(tracebacks=False))
+        self.setFormatter(LogFormatter(tracebacks=None))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -68,24 +93,29 @@ class _ConsoleHandler(logging.Handler):
 
 @contextlib.contextmanager
 def run_logging(log_file: Path, console_write: Callable[[str], None] | None) -> Iterator[None]:
-    """Send np's log lines to the console and `log_file`, and everything else (libraries, warnings) to the file only."""
+    """np's log lines to the console and `log_file` (execution.log); the libraries' loggers and Python warnings to
+    libraries.log beside it only."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    file_handler = logging.FileHandler(log_file, encoding="utf-8")
-    file_handler.setFormatter(LogFormatter())
-    file_handler.setLevel(logging.DEBUG)
+    np_file = logging.FileHandler(log_file, encoding="utf-8")
+    np_file.setFormatter(LogFormatter())
+    np_file.setLevel(logging.DEBUG)
+    lib_file = logging.FileHandler(libraries_log(log_file), encoding="utf-8")
+    lib_file.setFormatter(LogFormatter())
+    lib_file.setLevel(logging.DEBUG)
     root = logging.getLogger()
     np_logger = logging.getLogger("np")
     console = _ConsoleHandler(console_write) if console_write else None
     saved = (root.level, np_logger.level, np_logger.propagate, list(root.handlers))
     for handler in list(root.handlers):  # libraries may have attached console handlers; keep them off the console
         root.removeHandler(handler)
-    root.addHandler(file_handler)
+    root.addHandler(lib_file)
     root.setLevel(logging.INFO)
+    np_logger.addHandler(np_file)
     np_logger.setLevel(logging.DEBUG)
-    np_logger.propagate = True
+    np_logger.propagate = False  # np's lines stay out of libraries.log
     if console:
         np_logger.addHandler(console)
-    logging.captureWarnings(True)
+    logging.captureWarnings(True)  # py.warnings -> root -> libraries.log
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         try:
@@ -94,8 +124,10 @@ def run_logging(log_file: Path, console_write: Callable[[str], None] | None) -> 
             logging.captureWarnings(False)
             if console:
                 np_logger.removeHandler(console)
-            root.removeHandler(file_handler)
-            file_handler.close()
+            np_logger.removeHandler(np_file)
+            root.removeHandler(lib_file)
+            np_file.close()
+            lib_file.close()
             root.setLevel(saved[0])
             np_logger.setLevel(saved[1])
             np_logger.propagate = saved[2]
@@ -105,7 +137,8 @@ def run_logging(log_file: Path, console_write: Callable[[str], None] | None) -> 
 
 @contextlib.contextmanager
 def quiet_native_output(log_file: Path | None) -> Iterator[None]:
-    """Send what is printed to fds 1 and 2 (cpuinfo lines, Vela tables, stray prints) to the log file instead.
+    """Send what is printed to fds 1 and 2 (cpuinfo lines, Vela tables, stray prints) to libraries.log beside
+    `log_file` (the run's execution.log) instead; with no log file, nowhere.
 
     sys.stdout and sys.stderr are pointed at the redirected fds for the block, so libraries that capture output by
     file descriptor (MLIA does) work even when the caller's streams have none (pytest, notebooks). The run's console
@@ -114,7 +147,9 @@ def quiet_native_output(log_file: Path | None) -> Iterator[None]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    target: IO[bytes] = open(log_file, "ab") if log_file else open(os.devnull, "wb")  # noqa: SIM115
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+    target: IO[bytes] = open(libraries_log(log_file), "ab") if log_file else open(os.devnull, "wb")  # noqa: SIM115
     saved = (os.dup(1), os.dup(2))
     saved_streams = (sys.stdout, sys.stderr)
     try:

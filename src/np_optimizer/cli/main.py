@@ -17,10 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run np with `argv` (default sys.argv[1:]) and return the exit code; never raises for user errors."""
     from np_optimizer.cli.app import app
     from np_optimizer.cli.render import err, print_error
+    from np_optimizer.logs import set_debug
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
     debug = "--debug" in args or os.environ.get("NP_DEBUG") == "1"
+    set_debug(debug)  # tracebacks of internal errors logged during the command reach the console only with --debug
     try:
         result = app(args=args, prog_name="np", standalone_mode=False)
         return int(result or 0)
