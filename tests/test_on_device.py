@@ -241,18 +241,25 @@ def test_pte_reader_matches_executorch(models: MlpModels, tmp_path_factory: pyte
 
 
 def test_the_measuring_script_is_self_contained_and_shipped() -> None:
-    from np_optimizer.profiler.measure import script_path
+    import zipfile
 
-    path = script_path()
-    assert path.is_file()
-    tree = ast.parse(path.read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.level == 0}
-    assert "np_optimizer" not in imported
-    assert imported <= set(sys.stdlib_module_names) | {"torch", "executorch", "numpy"}
-    assert "profiler/measure/measure_pte.py" in Path(__file__).parents[1].joinpath("pyproject.toml").read_text()
+    from np_optimizer.profiler.measure import measure_pte, script_archive
+
+    package = Path(measure_pte.__file__).parent
+    modules = sorted(package.glob("*.py"))
+    assert len(modules) > 5
+    for module in modules:
+        tree = ast.parse(module.read_text(), feature_version=(3, 8))  # devices may have an old Python
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        assert "np_optimizer" not in imported, module.name
+        assert imported <= set(sys.stdlib_module_names) | {"torch", "executorch", "numpy"}, module.name
+    # shipped: a regular subpackage (in the wheel without package-data), packed whole into the zipapp
+    assert "profiler/measure/measure_pte" not in Path(__file__).parents[1].joinpath("pyproject.toml").read_text()
+    names = set(zipfile.ZipFile(script_archive()).namelist())
+    assert names == {"__main__.py"} | {f"measure_pte/{m.name}" for m in modules}
 
 
 def test_importing_the_method_stays_light() -> None:
@@ -266,10 +273,10 @@ def test_importing_the_method_stays_light() -> None:
 
 def test_the_script_runs_from_any_folder(models: MlpModels, tmp_path: Path) -> None:
     # a copy alone in a folder, as on a remote device
-    from np_optimizer.profiler.measure import script_path
+    from np_optimizer.profiler.measure import ARCHIVE_NAME, script_archive
 
-    shutil.copy(script_path(), tmp_path / "measure_pte.py")
-    proc = subprocess.run([sys.executable, str(tmp_path / "measure_pte.py"), "--runs", "0",
+    shutil.copy(script_archive(), tmp_path / ARCHIVE_NAME)
+    proc = subprocess.run([sys.executable, str(tmp_path / ARCHIVE_NAME), "--runs", "0",
                            str(models.compiled_dir / "model.pte")], capture_output=True, text=True, timeout=60)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 2 and doc["error"]["kind"] == "usage"  # argument checks come before any import

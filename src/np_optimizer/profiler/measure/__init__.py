@@ -1,29 +1,37 @@
 """The measuring core of the on-device method: run a compiled .pte with the ExecuTorch runtime and read its figures.
 
-    measure_pte.py   the standalone measuring script (stdlib at import; torch + executorch runtime on the device).
-                     Copied to remote devices as it is, so it imports nothing from np_optimizer.
+    measure_pte/     the measuring script, a package of its own (stdlib at import; torch + executorch runtime on the
+                     device). Shipped as one zipapp (script_archive), so it imports nothing from np_optimizer.
     local.py         run it in a fresh subprocess with this venv's Python            (transport "local subprocess")
     ssh.py           run it on a remote device over one SSH connection            (transport "ssh user@host:port")
     stats.py         summary statistics of the latency samples, outliers, warnings
-    queue.py         one measurement per device at a time, for all np processes of the user, with a visible queue
+    device_queue.py  one measurement per device at a time, for all np processes of the user, with a visible queue
 
 This module stays light (stdlib only): `np devices ls` and friends import the profiler package without torch.
 """
 
 from __future__ import annotations
 
-import importlib.resources
+import atexit
 import json
+import shutil
+import tempfile
+import threading
+import zipapp
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from np_optimizer.errors import CODES, EXIT_NETWORK, DeviceUnreachableError, MeasureError
 
-__all__ = ["Measurement", "measure_failure", "MeasureOptions", "script_path", "script_args", "failure_from_doc",
-           "parse_document"]
+__all__ = ["Measurement", "measure_failure", "MeasureOptions", "script_archive", "script_args", "failure_from_doc",
+           "parse_document", "ARCHIVE_NAME"]
 
-# Exit codes and error kinds of measure_pte.py (its EXIT table) that mean "the runtime cannot load this .pte".
+ARCHIVE_NAME = "measure_pte.pyz"
+_SCRIPT_PACKAGE = "measure_pte"  # the subpackage shipped in the archive, under the same name
+
+# Error kinds of the measuring script (its EXIT table, measure_pte/protocol.py) meaning "the runtime cannot load the
+# .pte".
 _LOAD_KINDS = ("invalid_pte", "backend_not_registered", "method_not_found", "load_failed")
 
 
@@ -41,7 +49,7 @@ class MeasureOptions:
 
 @dataclass
 class Measurement:
-    """measure_pte.py's JSON document and how it was obtained."""
+    """The measuring script's JSON document and how it was obtained."""
 
     doc: dict[str, Any]
     transport: str  # "local subprocess" | "ssh user@host:port"
@@ -59,13 +67,32 @@ def measure_failure(code: str, message: str, hint: str, *, kind: str, doc: dict[
     return cls(message, hint=hint, code=code, kind=kind, doc=doc, stderr_tail=stderr_tail)
 
 
-def script_path() -> Path:
-    """measure_pte.py as shipped in the package (package data; a real file in a wheel or an editable install)."""
-    return Path(str(importlib.resources.files(__name__).joinpath("measure_pte.py")))
+_archive_lock = threading.Lock()
+_archive: Path | None = None
+
+
+def _is_script_file(path: PurePath) -> bool:
+    return path.parts[0] == _SCRIPT_PACKAGE and path.suffix == ".py"
+
+
+def script_archive() -> Path:
+    """The measuring script as one zipapp (`python measure_pte.pyz model.pte ...`), the same file for local runs and
+    for SSH devices. Built from the measure_pte package on first use into a temp folder removed at exit, then reused
+    by this process."""
+    global _archive
+    with _archive_lock:
+        if _archive is None or not _archive.is_file():  # a temp cleaner may have removed it
+            folder = Path(tempfile.mkdtemp(prefix="np-measure-script-"))
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            target = folder / ARCHIVE_NAME
+            zipapp.create_archive(Path(__file__).parent, target, main=f"{_SCRIPT_PACKAGE}.__main__:run",
+                                  filter=_is_script_file, compressed=True)
+            _archive = target
+        return _archive
 
 
 def script_args(options: MeasureOptions) -> list[str]:
-    """Command-line options of measure_pte.py for `options` (the .pte path comes first, added by the caller)."""
+    """Command-line options of the measuring script for `options` (the .pte path comes first, added by the caller)."""
     args = ["--warmup", str(options.warmup), "--runs", str(options.num_executions),
             "--timeout", f"{options.timeout_s:g}",
             "--kill-grace", f"{options.kill_grace_s:g}", "--load-timeout", f"{options.load_timeout_s:g}"]
@@ -75,7 +102,7 @@ def script_args(options: MeasureOptions) -> list[str]:
 
 
 def parse_document(stdout: str) -> dict[str, Any] | None:
-    """The one JSON document measure_pte.py prints (the last line that parses as a JSON object)."""
+    """The one JSON document the measuring script prints (the last line that parses as a JSON object)."""
     for line in reversed(stdout.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):

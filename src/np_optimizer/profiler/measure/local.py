@@ -1,4 +1,5 @@
-"""Measure a .pte on this machine: measure_pte.py in a fresh subprocess, run by this venv's Python.
+"""Measure a .pte on this machine: the measuring script (the zipapp of measure_pte/, as shipped to SSH devices) in a
+fresh subprocess, run by this venv's Python.
 
 A fresh process per measurement, because the memory figures are high-water marks of the measuring process (a
 process that already ran other programs would report their peaks) and because a hung execute call can only be
@@ -20,8 +21,8 @@ from np_optimizer.profiler.measure import (
     MeasureOptions,
     failure_from_doc,
     parse_document,
+    script_archive,
     script_args,
-    script_path,
 )
 
 __all__ = ["measure_local", "TRANSPORT"]
@@ -39,7 +40,7 @@ def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = No
     """Run the measuring script on `pte`; returns its document, or raises MeasureError or DeviceUnreachableError (document attached when
     there is one). A timeout that expires is not a failure: the document says partial."""
     python = python or sys.executable
-    cmd = [python, str(script_path()), str(pte), *script_args(options)]
+    cmd = [python, str(script_archive()), str(pte), *script_args(options)]
     guard = options.load_timeout_s + options.timeout_s + options.kill_grace_s + _GUARD_MARGIN_S
     # The runtime's native log goes to stderr; keep it off the user's console (it is kept in the document).
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

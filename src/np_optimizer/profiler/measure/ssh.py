@@ -1,8 +1,9 @@
 """Measure a .pte on a remote device over SSH, with the system `ssh` client (no paramiko).
 
-One SSH connection per measurement: a tar stream holding measure_pte.py and the .pte goes to the stdin of
-`<remote python> -c BOOTSTRAP`; the bootstrap, run by that same Python, unpacks it into a fresh folder under the
-device's work_dir, runs the script, removes the folder and exits with the script's code. So the device needs only
+One SSH connection per measurement: a tar stream holding the measuring script (the zipapp measure_pte.pyz, the same
+file local runs use) and the .pte goes to the stdin of `<remote python> -c BOOTSTRAP`; the bootstrap, run by that
+same Python, unpacks it into a fresh folder under the device's work_dir, runs the script, removes the folder and
+exits with the script's code. So the device needs only
 sh and a Python with torch and the ExecuTorch runtime: no scp, sftp server, tar or mktemp.
 
 ssh runs with BatchMode=yes (never prompts), ConnectTimeout, StrictHostKeyChecking=accept-new, ServerAlive probes
@@ -30,13 +31,14 @@ from typing import TYPE_CHECKING
 
 from np_optimizer.errors import DeviceUnreachableError, MeasureError
 from np_optimizer.profiler.measure import (
+    ARCHIVE_NAME,
     measure_failure,
     Measurement,
     MeasureOptions,
     failure_from_doc,
     parse_document,
+    script_archive,
     script_args,
-    script_path,
 )
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ try:
         t.extractall(d)
     args = [a.replace("@DIR@", d) for a in sys.argv[2:]]
     sys.stdout.flush()
-    rc = subprocess.call([sys.executable, os.path.join(d, "measure_pte.py")] + args, stdin=subprocess.DEVNULL)
+    rc = subprocess.call([sys.executable, os.path.join(d, "measure_pte.pyz")] + args, stdin=subprocess.DEVNULL)
 except Exception as e:
     sys.stderr.write("np bootstrap failed: %s: %s\n" % (type(e).__name__, e))
 finally:
@@ -169,10 +171,11 @@ def _tar(files: dict[str, Path]) -> bytes:
 
 def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, python: str = "python3",
                    work_dir: str = "/tmp/np-measure", device: str | None = None) -> Measurement:
-    """Run measure_pte.py on `target` with `python`; returns the document with a "remote" section added, or raises
-    MeasureError or DeviceUnreachableError. A timeout that expires on the device is not a failure: the document says partial."""
+    """Run the measuring script on `target` with `python`; returns the document with a "remote" section added, or
+    raises MeasureError or DeviceUnreachableError. A timeout that expires on the device is not a failure: the document
+    says partial."""
     where = f"{device} ({target.destination}:{target.port})" if device else f"{target.destination}:{target.port}"
-    payload = _tar({"measure_pte.py": script_path(), "model.pte": Path(pte)})
+    payload = _tar({ARCHIVE_NAME: script_archive(), "model.pte": Path(pte)})
     args = ["@DIR@/model.pte", *script_args(options)]
     remote_cmd = " ".join([shlex.quote(python), "-c", shlex.quote(BOOTSTRAP), shlex.quote(work_dir),
                            *(shlex.quote(a) for a in args)])
