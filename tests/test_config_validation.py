@@ -143,6 +143,7 @@ DETAIL_CASES = [
     ("detail-not-mapping", "detail: [1, 2]\n", "D002", "detail"),
     ("unknown-key", "detail:\n  profle[0]:\n    num_executions: 3\n", "D010", "detail.profle[0]"),
     ("bad-global", "detail:\n  gpu_device: cuda:0\n", "D011", "detail.gpu_device"),
+    ("batch-size-is-not-read", "detail:\n  batch_size: 4\n", "D012", "detail.batch_size"),
     ("profile-index-out-of-range", "detail:\n  profile[3]:\n    num_executions: 3\n", "D020", "detail.profile[3]"),
     ("num-executions-zero", "detail:\n  profile[0]:\n    num_executions: 0\n", "D021",
      "detail.profile[0].num_executions"),
@@ -214,3 +215,13 @@ def test_aq_defaults_follow_the_scheme(tmp_path: Path) -> None:
     config, _ = check(tmp_path, base.format("W8-A8"),
                       "detail:\n  advanced_quantize[0]:\n    weight:\n      granularity: GROUP\n")
     assert config.detail.step_options("advanced_quantize")["weight"]["granularity"] == "GROUP"  # the user's value wins
+
+
+def test_batch_size_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    config, issues = check(tmp_path, PROFILE3, "detail:\n  batch_size: 1\n  seed: 0\n")
+    assert config is None and codes(issues) == ["D012"]
+    assert issues[0].hint == "Remove it: np uses the batch size of the model's example input."
+    assert issues[0].line == 2  # placed in the file
+    (tmp_path / "run.detail.yaml").unlink()
+    config, issues = check(tmp_path, PROFILE3, None)
+    assert config is not None and "batch_size" not in config.detail.globals  # never written by np any more

@@ -44,6 +44,20 @@ def test_samples_validate_and_dry_run(run_np, workspace: Path) -> None:
     assert all(p["metrics"] == ["MACS", "PARAMS"] and "LATENCY" in p["missing"] for p in cpu["plan"]["profile"])
 
 
+def test_plan_says_evaluate_is_not_run(run_np, cpu_experiment: Path) -> None:
+    run_file = cpu_experiment / "run.yaml"
+    run_file.write_text(run_file.read_text() + "evaluate:\n- model: GRAPH_QUANTIZE\n  metrics: [SNR]\n")
+    for args in (["run", "--dry-run"], ["validate"]):
+        result = run_np(*args, cwd=cpu_experiment)
+        assert result.exit_code == 0, result.stdout + result.stderr
+        assert "Evaluate: GRAPH_QUANTIZE (SNR)  (not run by this version of np)" in result.stdout
+        assert "evaluate: entries are checked but not run by this version of np" in result.stdout
+    data = run_np("validate", "--json", cwd=cpu_experiment).json
+    assert any("not run by this version" in n for n in data["notes"])
+    run_file.write_text(run_file.read_text().split("evaluate:")[0])
+    assert run_np("validate", "--json", cwd=cpu_experiment).json["notes"] == []
+
+
 def test_validation_violations_exit_5_and_print_a_table(run_np, cpu_experiment: Path) -> None:
     run_file = cpu_experiment / "run.yaml"
     run_file.write_text(run_file.read_text().replace("- GRAPH_OPTIMIZE ", "- GRAPH_OPTIMISE "))

@@ -11,7 +11,7 @@ from np_optimizer.config.writer import parse_steps_option, render_detail_yaml, r
 from np_optimizer.devices.remote import remote_configured
 from np_optimizer.devices import get_device
 from np_optimizer.errors import UsageError
-from np_optimizer.plan import build_plan
+from np_optimizer.plan import build_plan, plan_notes
 from np_optimizer.records import ExperimentRecord, ValidationReport
 from np_optimizer.workspace.files import CorruptFileError, read_json, write_json, write_text
 from np_optimizer.workspace import (
@@ -115,4 +115,5 @@ def validate(*, experiment: str | None = None, project: str | None = None, confi
     plan = None
     if config is not None:
         plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(exp, device.name))
-    return ValidationReport(experiment=exp.name, is_valid=config is not None, issues=tuple(issues), plan=plan)
+    return ValidationReport(experiment=exp.name, is_valid=config is not None, issues=tuple(issues), plan=plan,
+                            notes=plan_notes(plan) if plan is not None else ())

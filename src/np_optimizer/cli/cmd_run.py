@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from np_optimizer import api
-from np_optimizer.cli.cmd_validate import print_plan, print_report
+from np_optimizer.cli.cmd_validate import print_notes, print_plan, print_report
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.render import line, out, print_json
@@ -67,6 +67,7 @@ def register(app: typer.Typer) -> None:
                     print_report(report)
                 else:
                     print_plan(report.plan, f"Dry run: {report.experiment}")
+                    print_notes(report)
             else:
                 print_report(report)
             return 0 if report.is_valid else EXIT_VALIDATION

@@ -39,7 +39,7 @@ def plan_text(plan: Plan) -> str:
         for method, missing, note in sorted(gaps):
             lines.append(f"  Not given by {method} on {plan.device}: {', '.join(missing)}. {note}")
     if plan.evaluate:
-        lines.append("Evaluate: " + "; ".join(plan.evaluate))
+        lines.append("Evaluate: " + "; ".join(plan.evaluate) + "  (not run by this version of np)")
     lines.append(f"Total: {plan.total_jobs} jobs (input model + {len(plan.steps)} step(s))")
     return "\n".join(lines)
 
@@ -52,6 +52,12 @@ def print_report(report: ValidationReport) -> None:
         print_table("Violations" if errors else "Warnings", ["Code", "Level", "Location", "Message", "Hint"], rows)
     if report.plan is not None:
         print_plan(report.plan, f"Execution plan: {report.experiment}")
+        print_notes(report)
+
+
+def print_notes(report: ValidationReport) -> None:
+    for text in report.notes:
+        line(("Note:", "cyan"), " ", text)
 
 
 def print_plan(plan: Plan, title: str) -> None:

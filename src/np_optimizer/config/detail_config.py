@@ -10,16 +10,22 @@ from np_optimizer.config.issues import L_REFERENCE, L_SCHEMA, L_SYNTAX, Validati
 from np_optimizer.config.options import Opt, Section, check_section, merge_defaults
 from np_optimizer.config.run_config import RunConfig
 
-__all__ = ["GLOBAL_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "STEP_OPTIONS", "DetailConfig", "validate_detail",
+__all__ = ["GLOBAL_OPTIONS", "RETIRED_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "STEP_OPTIONS", "DetailConfig", "validate_detail",
            "spelled_out_detail"]
 
 GLOBAL_OPTIONS: Section = {
-    "batch_size": Opt(1, "int", "Batch size of calibration and evaluation inputs.", minimum=1),
     "gpu_device": Opt("cpu", "choice", "np runs on the CPU only.", choices=("cpu",)),
     "seed": Opt(0, "int", "Seed of generated calibration and evaluation inputs.", minimum=0),
     "evaluation": {
         "num_samples": Opt(8, "int", "Inputs used for SNR and max-abs-error against INPUT_MODEL.", minimum=1),
     },
+}
+
+# Keys np once wrote or that the reference interface has, but that nothing here reads: refused, with what to do.
+RETIRED_OPTIONS: dict[str, tuple[str, str]] = {
+    "batch_size": ("detail.batch_size is not used by np: calibration and evaluation inputs take the batch size of "
+                   "the model's example input.",
+                   "Remove it: np uses the batch size of the model's example input."),
 }
 
 PROFILE_OPTIONS: Section = {
@@ -109,6 +115,10 @@ def validate_detail(data: Any, run: RunConfig) -> tuple[DetailConfig | None, lis
     for key, value in body.items():
         loc = f"detail.{key}"
         match = _INDEXED.match(str(key))
+        if str(key) in RETIRED_OPTIONS:
+            message, hint = RETIRED_OPTIONS[str(key)]
+            issues.append(_issue("D012", L_SCHEMA, loc, message, hint))
+            continue
         if str(key) in GLOBAL_OPTIONS:
             globals_given[str(key)] = value
             continue
