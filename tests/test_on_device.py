@@ -20,6 +20,7 @@ import pytest
 from np_optimizer.compile.result import CompileResult, read_compile_record
 from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import get_device
+from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
@@ -101,11 +102,18 @@ def _profile(request: ProfileRequest) -> MethodOutput:
     return get_method("on-device").profile(request)
 
 
+def _refused(request: ProfileRequest) -> tuple[dict[str, Any], NpError]:
+    """The error record (as a failed round stores it) of a measurement the method refuses or that fails."""
+    with pytest.raises(NpError) as caught:
+        _profile(request)
+    return error_record(caught.value), caught.value
+
+
 def test_counts_honoured_and_every_figure_labelled(models: MlpModels, tmp_path: Path) -> None:
     request = request_for(models, tmp_path / "m1", {"num_executions": 9, "warmup": 2, "timeout": 60},
                           program_stats={"params": 83_786, "weight_bytes": 335_144})
     output = _profile(request)
-    assert output.status == "SUCCESS" and output.result_kind == "measured" and not output.partial, output.error
+    assert output.result_kind == "measured" and not output.partial
     doc = raw_document(request, output)
     assert len(doc["samples_ms"]) == 9 and len(doc["warmup_ms"]) == 2  # the raw sample counts
     assert doc["runs_done"] == doc["runs_asked"] == 9 and doc["warmup_done"] == 2
@@ -143,7 +151,7 @@ def test_counts_honoured_and_every_figure_labelled(models: MlpModels, tmp_path: 
     # the log lines the session prints from this output
     result = ProfileResult(measurement_id="m1", checkpoint="INPUT_MODEL", job="00_input_model", checkpoint_sha256="",
                            device="host", runtime="executorch", backend="xnnpack", method="on-device",
-                           result_kind=output.result_kind, trigger="POSTHOC", status=output.status, started_at="",
+                           result_kind=output.result_kind, trigger="POSTHOC", status="SUCCESS", started_at="",
                            metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance)
     lines = metric_lines(result)
     assert lines[0].startswith("  Latency: ") and "(avg)" in lines[0] and "9 runs" in lines[0]
@@ -154,7 +162,7 @@ def test_timeout_returns_the_runs_done_as_a_partial_result(models: MlpModels, tm
     asked = 10**7  # the MLP runs in ~0.02 ms: ten million runs cannot finish in half a second
     request = request_for(models, tmp_path / "m2", {"num_executions": asked, "warmup": 1, "timeout": 0.5})
     output = _profile(request)
-    assert output.status == "SUCCESS" and output.partial is True
+    assert output.partial is True
     doc = raw_document(request, output)
     assert doc["partial"] is True and "timeout" in doc["partial_reason"]
     assert 0 < doc["runs_done"] < asked and len(doc["samples_ms"]) == doc["runs_done"]
@@ -184,17 +192,17 @@ def test_a_pte_the_runtime_cannot_load_gives_one_clear_error(models: MlpModels, 
         data = bytes(data)
     folder, compiled = _bad_compiled(models, tmp_path / "compiled", data)
     request = request_for(models, tmp_path / "m3", {"num_executions": 3}, compiled=compiled, compiled_dir=folder)
-    output = _profile(request)
-    assert output.status == "FAILED" and output.metrics == [] and output.error is not None
-    assert output.error["code"] == "NP-RUN-500"
-    assert set(output.error) == {"code", "message", "hint"}
-    for text in (output.error["message"], output.error["hint"]):
+    error, exc = _refused(request)
+    assert error["code"] == "NP-RUN-500"
+    assert set(error) == {"code", "message", "hint", "kind"}
+    for text in (error["message"], error["hint"]):
         assert text and "\n" not in text
-    assert "cannot load model.pte" in output.error["message"]
-    doc = raw_document(request, output)  # the script's document is kept for the runtime log lines
+    assert "cannot load model.pte" in error["message"]
+    assert exc.context["artifacts"] == {"raw": "measurement.json"}  # the script's document is kept for the log lines
+    doc = json.loads((request.work_dir / "measurement.json").read_text())
     assert doc["ok"] is False
     if case == "ethos_u":
-        assert "EthosUBackend" in output.error["message"] and "mlia" in output.error["hint"]
+        assert "EthosUBackend" in error["message"] and "mlia" in error["hint"]
         assert doc["error"]["kind"] == "backend_not_registered"
     else:
         assert doc["error"]["kind"] == "invalid_pte"
@@ -204,21 +212,21 @@ def test_an_ethos_u_device_is_refused_before_running(models: MlpModels, tmp_path
                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
     request = request_for(models, tmp_path / "m4", {}, device="alif_e8", compiled=ethos, compiled_dir=ethos_dir)
-    output = _profile(request)
-    assert output.status == "FAILED" and output.error is not None and output.error["code"] == "NP-PRF-422"
-    assert "ethos-u" in output.error["message"] and "mlia" in output.error["hint"]
+    error, _exc = _refused(request)
+    assert error["code"] == "NP-PRF-422"
+    assert "ethos-u" in error["message"] and "mlia" in error["hint"]
 
 
 def test_a_device_without_ssh_settings_is_refused(models: MlpModels, tmp_path: Path) -> None:
-    output = _profile(request_for(models, tmp_path / "m5", {}, device="raspberry_pi_5"))
-    assert output.status == "FAILED" and output.error is not None and output.error["code"] == "NP-PRF-424"
-    assert "devices.yaml" in output.error["hint"]
+    error, _exc = _refused(request_for(models, tmp_path / "m5", {}, device="raspberry_pi_5"))
+    assert error["code"] == "NP-PRF-424"
+    assert "devices.yaml" in error["hint"]
 
 
 def test_a_failed_compile_is_refused(models: MlpModels, tmp_path: Path) -> None:
     failed = dataclasses.replace(models.compiled, status="failed", reason="boom", pte_file=None)
-    output = _profile(request_for(models, tmp_path / "m6", {}, compiled=failed))
-    assert output.status == "FAILED" and output.error is not None and "boom" in output.error["message"]
+    error, _exc = _refused(request_for(models, tmp_path / "m6", {}, compiled=failed))
+    assert "boom" in error["message"]
 
 
 def test_pte_reader_matches_executorch(models: MlpModels, tmp_path_factory: pytest.TempPathFactory) -> None:
