@@ -62,9 +62,9 @@ def _snr(reference: list, outputs: list) -> float:
 def bench_model(label: str, build, scheme: str, lower: bool, work: Path) -> None:
     import torch
 
+    from np_optimizer.adapters.executorch_runtime import run_pte
     from np_optimizer.models.llm import calibration_samples
     from np_optimizer.quantize.aq import quantize_model
-    from np_optimizer.adapters.executorch_runtime import run_pte
 
     base, example = build()
     windows = calibration_samples()

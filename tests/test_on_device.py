@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from np_optimizer.compile.result import CompileResult, read_compile_record
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import get_device
+from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines

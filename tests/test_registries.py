@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import make_project
+
 from np_optimizer.backends import backends
 from np_optimizer.config.checkpoints import STEP_KINDS
 from np_optimizer.devices import DEVICES

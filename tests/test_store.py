@@ -11,7 +11,6 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from conftest import make_project, run_np_subprocess
 
 _GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\nprofile:\n- INPUT_MODEL\n- GRAPH_OPTIMIZE\n'

@@ -15,8 +15,8 @@ from np_optimizer.errors import NotFoundError, NpError, UsageError, failure_exit
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef
 from np_optimizer.records import JobRecord, ProfileResult
-from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.workspace import Experiment, resolve_experiment
+from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["ProfileRound", "profile", "parse_profile_opts"]
 

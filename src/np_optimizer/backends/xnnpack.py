@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
-
 from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
 
 if TYPE_CHECKING:

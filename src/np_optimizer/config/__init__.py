@@ -3,7 +3,13 @@
 from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS, STEP_SHORT_NAMES
 from np_optimizer.config.detail_config import DetailConfig
 from np_optimizer.config.issues import ValidationIssue
-from np_optimizer.config.loader import DETAIL_FILE, RUN_FILE, ExperimentConfig, check_experiment_config, load_experiment_config
+from np_optimizer.config.loader import (
+    DETAIL_FILE,
+    RUN_FILE,
+    ExperimentConfig,
+    check_experiment_config,
+    load_experiment_config,
+)
 from np_optimizer.config.run_config import (
     AdvancedQuantizeConfig,
     GraphOptimizeConfig,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from np_optimizer.backends import all_scheme_names, backends
 from np_optimizer.config.checkpoints import (
     CHECKPOINT_NAMES,
     OUTPUT_MODEL,
@@ -13,7 +14,6 @@ from np_optimizer.config.checkpoints import (
     resolve_checkpoint,
 )
 from np_optimizer.config.issues import L_DEVICE, L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
-from np_optimizer.backends import all_scheme_names, backends
 from np_optimizer.devices import Device, backend_schemes
 from np_optimizer.quantize.aq.catalog import AQ_ALGORITHMS, AQ_SCHEMES
 

@@ -18,8 +18,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from np_optimizer.graph.edit import (
-    ProgramEdit, alias_root, aten_op, aten_ops, erase_if_dead, foldable, is_layout_op, layout_kept, meta_val, node_arg,
-    perm_of, refresh_meta, written_in_place,
+    ProgramEdit,
+    alias_root,
+    aten_op,
+    aten_ops,
+    erase_if_dead,
+    foldable,
+    is_layout_op,
+    layout_kept,
+    meta_val,
+    node_arg,
+    perm_of,
+    refresh_meta,
+    written_in_place,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -18,9 +18,9 @@ from np_optimizer.errors import ToolError, error_record
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord
-from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
+from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["config_hash", "JobRunner"]
 

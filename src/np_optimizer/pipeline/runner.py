@@ -23,8 +23,8 @@ from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import ProfileResult
-from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.workspace import Experiment, utc_now
+from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["RunSummary", "run_experiment"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.compile.result import CompileResult
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import Device
+from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.records import MetricValue
 
 __all__ = ["ProfileRequest", "MethodOutput"]

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.devices import Device
+from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import CompileError, NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.models.source import sha256_file
@@ -23,9 +23,9 @@ from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue, ProfileResult, from_dict
-from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
+from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["profile_checkpoint", "profile_run", "measurement_id", "round_base", "failed_round"]
 

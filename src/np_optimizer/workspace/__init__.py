@@ -6,18 +6,18 @@
 """
 
 from np_optimizer.workspace.layout import (
-    WORKSPACE_FILE,
     PROJECT_FILE,
-    Workspace,
-    Project,
+    WORKSPACE_FILE,
     Experiment,
-    find_workspace,
-    find_project,
-    resolve_project,
-    resolve_experiment,
-    check_project_name,
+    Project,
+    Workspace,
     check_experiment_name,
+    check_project_name,
+    find_project,
+    find_workspace,
     next_experiment_name,
+    resolve_experiment,
+    resolve_project,
     utc_now,
 )
 

@@ -14,13 +14,13 @@ import json
 import os
 from typing import Any
 
-from np_optimizer.metrics import UNITS
-from np_optimizer.metrics import MetricType as M
 from np_optimizer.backends import get_backend
 from np_optimizer.errors import DeviceUnreachableError, MeasureError, UnsupportedError
+from np_optimizer.metrics import UNITS
+from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.measure import Measurement, MeasureOptions
-from np_optimizer.profiler.measure.local import measure_local
 from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus, expected_duration, record_duration
+from np_optimizer.profiler.measure.local import measure_local
 from np_optimizer.profiler.measure.ssh import measure_remote, target_for
 from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods import register_method
