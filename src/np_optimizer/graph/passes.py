@@ -2,13 +2,11 @@
 
 Every pass has the form `pass(ep) -> PassResult(ep, changed)`: the input program is never mutated, an unchanged
 program is returned as the same object, a changed one is rebuilt through `ProgramEdit.finish()` (torch's verifier
-re-checks it), and parameters/buffers a pass makes unused leave the program state.
-
-Why our own passes: executorch's passes for these jobs match Edge-dialect ops (`exir_ops.edge.*`) and are silent
-no-ops on ATen programs (some still report `modified=True`), while np keeps ATen `.pt2` checkpoints.
-
-Tolerances the tests hold them to: structural passes (cancel_permutes, remove_redundant_copies, remove_dead_code)
-are bit-identical; numeric ones (fuse_conv_bn, fold_constants) stay within 1e-5 x max|reference output|.
+re-checks it), and parameters/buffers a pass makes unused leave the program state. Why our own passes: executorch's
+passes for these jobs match Edge-dialect ops (`exir_ops.edge.*`) and are silent no-ops on ATen programs (some still
+report `modified=True`), while np keeps ATen `.pt2` checkpoints. Tolerances the tests hold them to: structural passes
+(cancel_permutes, remove_redundant_copies, remove_dead_code) are bit-identical; numeric ones (fuse_conv_bn,
+fold_constants) stay within 1e-5 x max|reference output|.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from np_optimizer.graph.edit import (
     written_in_place,
 )
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
+if TYPE_CHECKING:
     import torch
     from torch.export import ExportedProgram
     from torch.fx import Node
@@ -49,9 +47,7 @@ class PassResult(NamedTuple):
     changed: bool
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # fuse_conv_bn
-# ---------------------------------------------------------------------------------------------------------------------
 
 _CONV = ("conv1d.default", "conv2d.default", "conv3d.default", "conv1d.padding", "conv2d.padding", "conv3d.padding",
          "convolution.default")
@@ -190,9 +186,7 @@ def fuse_conv_bn(ep: ExportedProgram) -> PassResult:
     return PassResult(ed.finish() if fused else ep, fused > 0)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # fold_constants
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 def _fold_point(node: Node, value: dict[Node, Any]) -> Node:
@@ -262,9 +256,7 @@ def fold_constants(ep: ExportedProgram) -> PassResult:
     return PassResult(ed.finish(), True)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # remove_dead_code
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 def _is_impure(node: Node) -> bool:
@@ -290,9 +282,7 @@ def remove_dead_code(ep: ExportedProgram) -> PassResult:
     return PassResult(ed.finish() if removed else ep, removed > 0)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # remove_redundant_copies
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 def _redundant_copy_input(node: Node) -> Node | None:
@@ -348,9 +338,7 @@ def remove_redundant_copies(ep: ExportedProgram) -> PassResult:
     return PassResult(ed.finish() if n else ep, n > 0)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # cancel_permutes
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 def cancel_permutes(ep: ExportedProgram) -> PassResult:
@@ -386,9 +374,7 @@ def cancel_permutes(ep: ExportedProgram) -> PassResult:
     return PassResult(ed.finish() if n else ep, n > 0)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 # Registry
-# ---------------------------------------------------------------------------------------------------------------------
 
 # Run order: each pass clears the way for the next. Dead code first (a conv with a dead second user cannot fuse),
 # folding next (a weight computed in forward becomes a constant fusion can use), then copies (conv->clone->BN,

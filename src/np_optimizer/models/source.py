@@ -92,7 +92,7 @@ def copy_model_into(arg: str, project_root: Path) -> ModelSpec:
 
 def _copy_hf_folder(source: Path, arg: str, model_dir: Path) -> ModelSpec:
     """A Hugging Face model folder (config.json + weights) copied to <project>/model/hf/; loaded offline later."""
-    from np_optimizer.models.llm import HF_PIN, check_hf_folder, hf_unavailable_reason
+    from np_optimizer.models.hf_folder import HF_PIN, check_hf_folder, hf_unavailable_reason
 
     config = check_hf_folder(source)
     reason = hf_unavailable_reason()
@@ -146,7 +146,7 @@ def load_model(spec: ModelSpec, project_root: Path) -> LoadedModel:
             raise NotFoundError(f"The project's model folder {path} is missing or has no config.json.",
                                 hint="Recreate the project with `np projects create --model path/to/folder`.",
                                 code="NP-MDL-404")
-        from np_optimizer.models.llm import load_hf_folder
+        from np_optimizer.models.hf_folder import load_hf_folder
 
         module, inputs = load_hf_folder(path)
         return LoadedModel(module, None, inputs)

@@ -36,14 +36,14 @@ def _eager_model(ctx: StepContext) -> Any:
 def _calibration(ctx: StepContext, spec: Any, num_samples: int) -> tuple[list[Any], str, list[str]]:
     """Calibration inputs: the built-in text for tiny_llm (and for a Hugging Face folder with a tokenizer, when the
     project has no dataset of its own); otherwise the project's dataset, or generated samples with a warning."""
-    from np_optimizer.models import llm
+    from np_optimizer.models import hf_folder, llm
 
     samples: list[Any] | None  # token-id windows; None when a Hugging Face folder ships no tokenizer
     if spec.kind == "builtin" and spec.name == "tiny_llm":
         samples = llm.calibration_samples(num_samples)
         return samples, f"built-in calibration text ({len(samples)} windows of {llm.SEQ_LEN} tokens)", []
     if spec.kind == "hf" and ctx.run.calibration_dir is None:
-        samples = llm.hf_calibration_samples(ctx.run.project.root / spec.file, num_samples)
+        samples = hf_folder.hf_calibration_samples(ctx.run.project.root / spec.file, num_samples)
         if samples:
             return samples, (f"built-in calibration text through the model's tokenizer ({len(samples)} windows)"), []
     count = num_samples if num_samples > 0 else (-1 if ctx.run.calibration_dir is not None else GENERATED_SAMPLES)
