@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import make_project
+
 from np_optimizer.errors import EXIT_CONFIG, EXIT_USAGE
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import make_project, run_np_subprocess
+
 from np_optimizer.logs import (
     debug_enabled,
     get_logger,

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from np_optimizer.config.issues import ValidationIssue
+from np_optimizer.errors import EXIT_VALIDATION
 from np_optimizer.plan import Plan
+from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
+from np_optimizer.report.sortfilter import SortKey
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -25,6 +28,11 @@ __all__ = [
     "MetricValue",
     "ProfileResult",
     "JobRecord",
+    "JobState",
+    "MeasurementState",
+    "StatusRecord",
+    "ExportRecord",
+    "ReportRecord",
 ]
 
 SCHEMA_VERSION = 1
@@ -125,6 +133,11 @@ class ValidationReport:
     schema_version: int = SCHEMA_VERSION
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def exit_code(self) -> int:
+        """0, or 5 (EXIT_VALIDATION) when run.yaml or run.detail.yaml has violations."""
+        return 0 if self.is_valid else EXIT_VALIDATION
+
 
 @dataclass(frozen=True)
 class MetricValue:
@@ -199,3 +212,90 @@ class JobRecord:
     profile: tuple[ProfileResult, ...] = ()
     pid: int | None = None
     schema_version: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job as `np status` shows it; a job left in_progress by a process that is gone is `interrupted`."""
+
+    name: str
+    step_type: str
+    step_index: int
+    checkpoint: str
+    status: str
+    duration_s: float | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    lowering: str | None = None  # the compile status for the project's device: ok | failed | unsupported
+    lowering_reason: str | None = None
+    errors: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class MeasurementState:
+    """One profile round (inline in np run, or post hoc) as `np status` lists it."""
+
+    checkpoint: str | None
+    trigger: str | None
+    status: str | None
+    method: str | None
+    result_kind: str | None
+    device: str | None
+    started_at: str | None
+    measurement_id: str | None
+
+
+@dataclass(frozen=True)
+class StatusRecord:
+    """`np status`: the experiment's state, its jobs and measurements, and (with --logs) execution.log.
+
+    No schema_version: `np status --json` prints this record as is, and its shape is pinned."""
+
+    experiment: str
+    status: str
+    jobs: tuple[JobState, ...] = ()
+    measurements: tuple[MeasurementState, ...] = ()
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportRecord:
+    """`np export`: what was copied where (`files` are absolute paths, the .pte first).
+
+    No schema_version: `np export --json` prints this record as is, and its shape is pinned."""
+
+    level: str  # "deploy" | "result"
+    folder: str
+    checkpoint: str
+    job: str
+    device: str
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportRecord:
+    """`np report`: the experiment view (pipeline rows, post-hoc rounds) or the project view, and the --json document.
+
+    `rows` are the pipeline rows that --filter keeps, in --sort order; `data` is the document `np report --json`
+    prints (np-interface.md §4 for an experiment). Renderers (np_optimizer.report.tables) turn it into tables."""
+
+    scope: str  # "experiment" | "project"
+    data: dict[str, Any]
+    experiment: ExperimentReport | None = None
+    rows: tuple[PipelineRow, ...] = ()
+    sort: tuple[SortKey, ...] = ()
+    project: ProjectReport | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.experiment.warnings) if self.experiment else []
+
+    @property
+    def notices(self) -> list[str]:
+        return list(self.experiment.notices) if self.experiment else []
+
+    @property
+    def post_hoc_count(self) -> int:
+        """Successful post-hoc rounds shown (rounds of older checkpoints and failed ones are counted apart)."""
+        return sum(len(g.rounds) for g in self.experiment.post_hoc) if self.experiment else 0

@@ -8,8 +8,6 @@ from np_optimizer.api.experiments import (
     validate,
 )
 from np_optimizer.api.profile import profile
-from np_optimizer.api.report import report
-from np_optimizer.api.run import run
 from np_optimizer.api.projects import (
     devices_list,
     models_list,
@@ -18,6 +16,9 @@ from np_optimizer.api.projects import (
     projects_list,
     workspace_init,
 )
+from np_optimizer.api.report import report
+from np_optimizer.api.run import run
+from np_optimizer.api.status import export, status
 
 __all__ = [
     "devices_list",
@@ -25,6 +26,7 @@ __all__ = [
     "experiments_create",
     "experiments_detail",
     "experiments_list",
+    "export",
     "models_list",
     "project_info",
     "projects_create",
@@ -32,6 +34,7 @@ __all__ = [
     "projects_list",
     "report",
     "run",
+    "status",
     "validate",
     "workspace_init",
 ]

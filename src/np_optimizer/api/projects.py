@@ -12,7 +12,6 @@ from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
 from np_optimizer.models.source import copy_model_into
 from np_optimizer.records import ProjectRecord, WorkspaceInitResult
 from np_optimizer.samples import SAMPLE_PROJECTS
-from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace import (
     PROJECT_FILE,
     Project,
@@ -22,6 +21,7 @@ from np_optimizer.workspace import (
     resolve_project,
     utc_now,
 )
+from np_optimizer.workspace.files import write_json
 
 __all__ = ["workspace_init", "projects_create", "projects_list", "project_info", "models_list", "devices_list"]
 

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NotFoundError, UsageError
-from np_optimizer.records import to_dict
-from np_optimizer.workspace.store import ExperimentStore
-from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
+from np_optimizer.records import ExportRecord, JobState, MeasurementState, StatusRecord, to_dict
 from np_optimizer.workspace import resolve_experiment
+from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
+from np_optimizer.workspace.store import ExperimentStore
 
-__all__ = ["ExperimentStatus", "status", "export", "EXPORT_LEVELS"]
+__all__ = ["status", "export", "EXPORT_LEVELS"]
 
 EXPORT_LEVELS = ("deploy", "result")
 
@@ -26,17 +24,8 @@ def _alive(pid: int | None) -> bool:
     return pid is not None and pid > 0 and pid_alive(pid)
 
 
-@dataclass
-class ExperimentStatus:
-    experiment: str
-    status: str
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    measurements: list[dict[str, Any]] = field(default_factory=list)
-    log: str | None = None
-
-
 def status(*, experiment: str | None = None, project: str | None = None, logs: bool = False,
-           cwd: Path | None = None) -> ExperimentStatus:
+           cwd: Path | None = None) -> StatusRecord:
     """Each job's state; a job left in_progress by a process that is gone is reported as interrupted."""
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     store = ExperimentStore(exp)
@@ -53,22 +42,21 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
         if job_state == "in_progress" and not _alive(job.pid):
             job_state = "interrupted"
         compiled = job.compile or {}
-        jobs.append({"name": job.name, "step_type": job.step_type, "step_index": job.step_index,
-                     "checkpoint": job.checkpoint, "status": job_state, "duration_s": job.duration_s,
-                     "started_at": job.started_at, "ended_at": job.ended_at,
-                     "lowering": compiled.get("status"), "lowering_reason": compiled.get("reason"),
-                     "errors": list(job.errors)})
+        jobs.append(JobState(name=job.name, step_type=job.step_type, step_index=job.step_index,
+                             checkpoint=job.checkpoint, status=job_state, duration_s=job.duration_s,
+                             started_at=job.started_at, ended_at=job.ended_at, lowering=compiled.get("status"),
+                             lowering_reason=compiled.get("reason"), errors=tuple(job.errors)))
     report = store.read_report()
-    measurements = [{"checkpoint": r.get("checkpoint"), "trigger": r.get("trigger"), "status": r.get("status"),
-                     "method": r.get("method"), "result_kind": r.get("result_kind"), "device": r.get("device"),
-                     "started_at": r.get("started_at"), "measurement_id": r.get("measurement_id")}
+    measurements = [MeasurementState(checkpoint=r.get("checkpoint"), trigger=r.get("trigger"), status=r.get("status"),
+                                     method=r.get("method"), result_kind=r.get("result_kind"), device=r.get("device"),
+                                     started_at=r.get("started_at"), measurement_id=r.get("measurement_id"))
                     for r in [*(report.get("profile") or {}).get("results", []), *report.get("post_hoc", [])]]
     log_text = exp.log_file.read_text(encoding="utf-8", errors="replace") if logs and exp.log_file.exists() else None
-    return ExperimentStatus(exp.name, state, jobs, measurements, log_text)
+    return StatusRecord(exp.name, state, tuple(jobs), tuple(measurements), log_text)
 
 
 def export(*, level: str = "deploy", output: Path | None = None, experiment: str | None = None,
-           project: str | None = None, cwd: Path | None = None) -> dict[str, Any]:
+           project: str | None = None, cwd: Path | None = None) -> ExportRecord:
     """deploy: the final checkpoint's .pte for the project's device. result: plus report.json, meta.json, jobs.json,
     the configs and logs/execution.log. Written to `output` (default <experiment>/export/<level>)."""
     if level not in EXPORT_LEVELS:
@@ -106,5 +94,5 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
             (target / "logs").mkdir(exist_ok=True)
             shutil.copy2(exp.log_file, target / "logs" / "execution.log")
             files.append(target / "logs" / "execution.log")
-    return {"level": level, "folder": str(target), "checkpoint": last.checkpoint, "job": last.name,
-            "device": device.name, "files": [str(f) for f in files]}
+    return ExportRecord(level=level, folder=str(target), checkpoint=last.checkpoint, job=last.name, device=device.name,
+                        files=tuple(str(f) for f in files))

@@ -25,34 +25,31 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare every checkpoint of an experiment side by side (or every experiment of a project)."""
         from np_optimizer.api.report import report as build
+        from np_optimizer.report.tables import header_rows, next_step, report_tables
 
-        view = build(experiment=experiment, project=project, sort=sort, filter_=filter_)
+        record = build(experiment=experiment, project=project, sort=sort, filter_=filter_)
         if json_mode:
-            print_json(view.data)
+            print_json(record.data)
             return
+        tables = report_tables(record)
         if plain:
-            header = view.data.get("experiment") or view.data.get("project") or {}
-            print_plain(["key", "value"], [[k, v] for k, v in header.items() if not isinstance(v, (dict, list))],
-                        section=view.scope)
-            for index, table in enumerate(view.tables):
-                name = "pipeline" if index == 0 and view.scope == "experiment" else (
-                    "experiments" if index == 0 else "posthoc_profile:" + table.title.rsplit(": ", 1)[-1].rstrip(" ]"))
-                print_plain(table.plain_columns, table.plain_rows, section=name)
+            print_plain(["key", "value"], header_rows(record), section=record.scope)
+            for table in tables:
+                print_plain(table.plain_columns, table.plain_rows, section=table.section)
             return
-        first, *post_hoc = view.tables
+        first, *post_hoc = tables
         print_table(first.title, first.columns, first.rows, caption=first.caption or None)
         for note in first.footnotes:
             line("  ", (note, "dim"))
         if post_hoc:
             out.print()
-            heading(f"Post-hoc Measurements ({view.post_hoc_count})")
+            heading(f"Post-hoc Measurements ({record.post_hoc_count})")
             for table in post_hoc:
                 print_table(table.title, table.columns, table.rows, caption=table.caption or None)
-        for text in view.warnings:
+        for text in record.warnings:
             warn(text)
-        for text in view.notices:
+        for text in record.notices:
             line(("Note:", "cyan"), " ", text)
-        if view.scope == "experiment":
-            on_cpu = (view.data.get("experiment") or {}).get("backend") == "xnnpack"
-            # measuring on this machine only makes sense for a CPU target; an NPU's figures come from MLIA
-            out.print("Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else ""))
+        hint = next_step(record)
+        if hint:
+            out.print(hint)

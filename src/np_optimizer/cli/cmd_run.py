@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from np_optimizer import api
-from np_optimizer.cli.cmd_validate import print_notes, print_plan, print_report
-from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
+from np_optimizer.cli.cmd_validate import print_report
 from np_optimizer.cli.live import live_display
+from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json
-from np_optimizer.errors import EXIT_FAILED, EXIT_VALIDATION, UsageError
+from np_optimizer.errors import EXIT_FAILED, UsageError
 from np_optimizer.pipeline.runner import RunSummary
 from np_optimizer.records import to_dict
 
@@ -58,19 +58,13 @@ def register(app: typer.Typer) -> None:
         method = profile_method.lower() if profile_method else None
         if dry_run and retry:
             raise UsageError("--retry cannot be combined with --dry-run.", hint="Drop one of them.")
-        if dry_run:
+        if dry_run:  # np validate, with the plan for this --profile-method
             report = api.validate(experiment=experiment, project=project, profile_method=method)
             if json_mode:
                 print_json(to_dict(report))
-            elif report.is_valid and report.plan is not None:
-                if report.issues:
-                    print_report(report)
-                else:
-                    print_plan(report.plan, f"Dry run: {report.experiment}")
-                    print_notes(report)
             else:
-                print_report(report)
-            return 0 if report.is_valid else EXIT_VALIDATION
+                print_report(report, title=f"Dry run: {report.experiment}")
+            return report.exit_code
         with live_display(quiet=json_mode) as display:
             summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
                               force=force, console_write=display.write, progress=display.progress)
@@ -78,4 +72,5 @@ def register(app: typer.Typer) -> None:
             print_json(summary_dict(summary))
         else:
             print_summary(summary)
-        return 0 if summary.status == "success" else EXIT_FAILED
+        # RunSummary.exit_code: 4 when every failure is an unreachable device; a failed run is never 0
+        return summary.exit_code or (EXIT_FAILED if summary.status != "success" else 0)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json, print_table
+from np_optimizer.records import to_dict
 
 
 def register(app: typer.Typer) -> None:
@@ -18,21 +19,17 @@ def register(app: typer.Typer) -> None:
                logs: Annotated[bool, typer.Option("--logs", help="Append the execution log.")] = False,
                json_mode: JsonOpt = False) -> None:
         """Show the experiment's jobs and measurements, and whether a run was interrupted."""
-        from np_optimizer.api.status import status as get_status
-
-        state = get_status(experiment=experiment, project=project, logs=logs)
+        state = api.status(experiment=experiment, project=project, logs=logs)
         if json_mode:
-            print_json(asdict(state))
+            print_json(to_dict(state))
             return
-        rows = [[j["name"], j["step_type"], j["status"], f"{j['duration_s']:.1f} s" if j["duration_s"] else "-",
-                 j["lowering"] or "-", (j["errors"][0]["message"] if j["errors"] else j["lowering_reason"] or "")]
-                for j in state.jobs]
+        rows = [[j.name, j.step_type, j.status, f"{j.duration_s:.1f} s" if j.duration_s else "-", j.lowering or "-",
+                 (j.errors[0].get("message") if j.errors else j.lowering_reason or "")] for j in state.jobs]
         print_table(f"Experiment: {state.experiment}  Status: {state.status}",
                     ["Job", "Type", "Status", "Duration", "Lowering", "Detail"], rows)
         if state.measurements:
-            rows = [[m["checkpoint"], "run" if m["trigger"] == "RUN_INLINE" else "post-hoc", m["device"],
-                     f"{m['method']} ({m['result_kind']})", m["status"], (m["started_at"] or "")[:19]]
-                    for m in state.measurements]
+            rows = [[m.checkpoint, "run" if m.trigger == "RUN_INLINE" else "post-hoc", m.device,
+                     f"{m.method} ({m.result_kind})", m.status, (m.started_at or "")[:19]] for m in state.measurements]
             print_table("Measurements", ["Checkpoint", "Trigger", "Device", "Method", "Status", "Started"], rows)
         if state.status == "interrupted":
             line(("The last run was interrupted.", "yellow"), " Resume it with: np run --retry")
@@ -48,12 +45,10 @@ def register(app: typer.Typer) -> None:
                                                               "<experiment>/export/<level>).")] = None,
                json_mode: JsonOpt = False) -> None:
         """Export the final checkpoint's .pte (and with --level result, the results)."""
-        from np_optimizer.api.status import export as do_export
-
-        result = do_export(level=level, output=output, experiment=experiment, project=project)
+        result = api.export(level=level, output=output, experiment=experiment, project=project)
         if json_mode:
-            print_json(result)
+            print_json(to_dict(result))
             return
-        out.print(f"Exported {result['checkpoint']} ({result['job']}, {result['device']}) to {result['folder']}:")
-        for name in result["files"]:
+        out.print(f"Exported {result.checkpoint} ({result.job}, {result.device}) to {result.folder}:")
+        for name in result.files:
             out.print(f"  {name}")

@@ -10,7 +10,7 @@ import typer
 from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import heading, line, out, print_json, print_table
-from np_optimizer.errors import EXIT_VALIDATION, UsageError
+from np_optimizer.errors import UsageError
 from np_optimizer.plan import Plan
 from np_optimizer.records import ValidationReport, to_dict
 
@@ -44,25 +44,18 @@ def plan_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def print_report(report: ValidationReport) -> None:
+def print_report(report: ValidationReport, *, title: str) -> None:
+    """The violations (or warnings) table, then the plan under `title` and its notes when the config is valid."""
     if report.issues:
         errors = [i for i in report.issues if not i.is_warning]
         rows = [[i.code, i.level + (" (warning)" if i.is_warning else ""), i.where, i.message, i.hint]
                 for i in report.issues]
         print_table("Violations" if errors else "Warnings", ["Code", "Level", "Location", "Message", "Hint"], rows)
     if report.plan is not None:
-        print_plan(report.plan, f"Execution plan: {report.experiment}")
-        print_notes(report)
-
-
-def print_notes(report: ValidationReport) -> None:
-    for text in report.notes:
-        line(("Note:", "cyan"), " ", text)
-
-
-def print_plan(plan: Plan, title: str) -> None:
-    heading(title)
-    out.print(plan_text(plan), soft_wrap=True)
+        heading(title)
+        out.print(plan_text(report.plan), soft_wrap=True)
+        for text in report.notes:
+            line(("Note:", "cyan"), " ", text)
 
 
 def parse_config(config: str | None) -> list[Path] | None:
@@ -83,7 +76,7 @@ def register(app: typer.Typer) -> None:
         if json_mode:
             print_json(to_dict(report))
         else:
-            print_report(report)
+            print_report(report, title=f"Execution plan: {report.experiment}")
             if report.is_valid:
                 line(("Valid.", "green"), " Next: np run")
-        return 0 if report.is_valid else EXIT_VALIDATION
+        return report.exit_code

@@ -1,12 +1,13 @@
-"""`np report --json`: the experiment document in the shape of np-interface.md §4, plus provenance and warnings."""
+"""`np report --json`: the experiment document in the shape of np-interface.md §4, plus provenance and warnings; and
+the project document (every experiment's output checkpoint)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from np_optimizer.report.model import ExperimentReport, PipelineRow
+from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
 
-__all__ = ["experiment_json"]
+__all__ = ["experiment_json", "project_json"]
 
 
 def _metrics(row: PipelineRow) -> list[dict[str, Any]]:
@@ -74,4 +75,21 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "post_hoc": [_post_hoc(r) for r in report.post_hoc_all],
         "warnings": report.warnings,
         "notices": report.notices,
+    }
+
+
+def _brief_metrics(row: PipelineRow | None) -> list[dict[str, Any]]:
+    if row is None:
+        return []
+    return [{"metric_type": m["metric_type"], "value": m.get("value"), "unit": m.get("unit")}
+            for m in row.metrics.values()]
+
+
+def project_json(report: ProjectReport) -> dict[str, Any]:
+    return {
+        "project": {"name": report.name, "device": report.device},
+        "base_model": {"name": report.model_name, "metrics": _brief_metrics(report.input_row)},
+        "experiments": [{"name": e.name, "status": e.status, "step_types": list(e.step_types),
+                         "output": e.output.checkpoint if e.output else None, "metrics": _brief_metrics(e.output)}
+                        for e in report.experiments],
     }

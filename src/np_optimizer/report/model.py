@@ -11,8 +11,8 @@ from typing import Any
 
 from np_optimizer.devices import DEVICES
 
-__all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "build_experiment_report", "steps_label", "FINISHED",
-           "HEADLINE"]
+__all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "build_experiment_report",
+           "steps_label", "FINISHED", "HEADLINE"]
 
 FINISHED = {"success", "reused", "failed", "canceled"}
 HEADLINE = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS")
@@ -59,6 +59,25 @@ class ExperimentReport:
     method: str | None
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProjectRow:
+    """One experiment of the project view: its output checkpoint's row (None: no steps, or unreadable)."""
+
+    name: str
+    status: str  # the experiment's status, or "unreadable"
+    step_types: tuple[str, ...] = ()
+    output: PipelineRow | None = None
+
+
+@dataclass(frozen=True)
+class ProjectReport:
+    name: str
+    device: str
+    model_name: str | None
+    input_row: PipelineRow | None  # INPUT_MODEL's row from the first experiment that has its metrics
+    experiments: tuple[ProjectRow, ...] = ()
 
 
 def _metric(metric_type: str, value: Any, unit: str, **extra: Any) -> dict[str, Any]:

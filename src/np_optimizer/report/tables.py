@@ -1,17 +1,22 @@
-"""Report tables as plain data (title, columns, cells, footnotes), rendered by the CLI as rich tables or TSV."""
+"""The report renderer: a ReportRecord as tables of formatted cells (title, columns, cells, footnotes, and the
+--plain columns and values), which the CLI prints as rich tables or TSV sections."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from np_optimizer.devices import DEVICES
 from np_optimizer.profiler.render import humanize_count, mib
-from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup
-from np_optimizer.report.sortfilter import Condition, SortKey, apply_filter, apply_sort
+from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
+from np_optimizer.report.sortfilter import SortKey
 
-__all__ = ["Table", "pipeline_table", "post_hoc_tables", "fmt_number"]
+if TYPE_CHECKING:
+    from np_optimizer.records import ReportRecord
+
+__all__ = ["Table", "report_tables", "header_rows", "next_step", "pipeline_table", "post_hoc_tables",
+           "project_table", "fmt_number"]
 
 _BY_NAME = {d.name: d for d in DEVICES}
 NOT_FINISHED, NO_VALUE, NOT_GIVEN = "--", "-", "n/a"
@@ -30,6 +35,32 @@ class Table:
     plain_rows: list[list[Any]]
     caption: str = ""
     footnotes: list[str] = field(default_factory=list)
+    section: str = ""  # the --plain section name: pipeline, posthoc_profile:<checkpoint>, experiments
+
+
+def report_tables(record: ReportRecord) -> list[Table]:
+    """The tables of a report, in print order: the pipeline then one per post-hoc checkpoint, or the project's."""
+    if record.project is not None:
+        return [project_table(record.project)]
+    if record.experiment is None:
+        return []
+    return [pipeline_table(record.experiment, list(record.rows), list(record.sort)),
+            *post_hoc_tables(record.experiment.post_hoc)]
+
+
+def header_rows(record: ReportRecord) -> list[list[Any]]:
+    """The --plain header section: the scalar fields of the experiment (or project) part of the --json document."""
+    head = record.data.get(record.scope) or {}
+    return [[k, v] for k, v in head.items() if not isinstance(v, (dict, list))]
+
+
+def next_step(record: ReportRecord) -> str | None:
+    """What to run next after an experiment report; measuring on this machine only makes sense for a CPU target
+    (an NPU's figures come from MLIA)."""
+    if record.scope != "experiment":
+        return None
+    on_cpu = (record.data.get("experiment") or {}).get("backend") == "xnnpack"
+    return "Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else "")
 
 
 def fmt_number(value: float) -> str:
@@ -84,11 +115,10 @@ def _expected(report: ExperimentReport) -> set[str]:
     return expected
 
 
-def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: list[Condition]) -> Table:
+def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: Sequence[SortKey]) -> Table:
+    """The pipeline table of `rows` (the ones --filter kept, in --sort order); columns follow the whole report."""
     experiment = report.experiment
     device_name = experiment.get("device", "")
-    rows = apply_filter(report.rows, conditions, lambda r, t: r.value(t))
-    rows = apply_sort(rows, sort, lambda r, t: r.value(t))
     shown = [c for c in _COLUMNS if c[1] in _expected(report) or any(r.value(c[1]) is not None for r in report.rows)]
     lowered = any(r.value("PTE_SIZE") for r in report.rows)
     xnnpack = experiment.get("backend") == "xnnpack"
@@ -169,7 +199,7 @@ def pipeline_table(report: ExperimentReport, sort: list[SortKey], conditions: li
         footnotes.append(f"(output) {output} is OUTPUT_MODEL, the checkpoint of run.yaml's last step")
     if any(r.metrics.get("SNR") for r in rows):
         footnotes.append("SNR (dB) of each checkpoint's outputs against INPUT_MODEL's, on the evaluation inputs")
-    return Table(title, columns, cells, plain_columns, plain, caption, footnotes)
+    return Table(title, columns, cells, plain_columns, plain, caption, footnotes, section="pipeline")
 
 
 _POST_HOC_COLUMNS = ["Started (UTC)", "Device", "Runtime", "Backend", "Method", "Latency(ms)", "Memory(MB)",
@@ -203,7 +233,8 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
         hidden = " · ".join(f"{status} {count}" for status, count in sorted(group.hidden.items()))
         tables.append(Table(f"[ np profile (post-hoc) — Target: {group.target} ]",
                             [_POST_HOC_COLUMNS[i] for i in keep], [[line[i] for i in keep] for line in cells],
-                            list(_POST_HOC_PLAIN), plain, caption=f"hidden: {hidden}" if hidden else ""))
+                            list(_POST_HOC_PLAIN), plain, caption=f"hidden: {hidden}" if hidden else "",
+                            section=f"posthoc_profile:{group.target}"))
     return tables
 
 
@@ -218,3 +249,49 @@ def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:
     if metric_type == "MODEL_WEIGHT_MEMORY":
         return f"{mib(metric['value']):.2f}"
     return fmt_number(metric["value"])
+
+
+_PROJECT_COLUMNS = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)",
+                    "Method"]
+_PROJECT_PLAIN = ["model", "steps", "status", "latency_ms", "memory_mb", "macs", "params", "snr_db", "method"]
+
+
+def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
+    """(cells, plain values) of latency, memory, MACs, params, SNR and the method of one output checkpoint."""
+    if row is None:
+        return ["-"] * 6, [""] * 6
+    latency, memory, macs, params, snr = (row.value(t) for t in ("LATENCY", "MEMORY", "MACS", "PARAMS", "SNR"))
+    cells = [fmt_number(latency) if latency is not None else "-", fmt_number(memory) if memory is not None else "-",
+             humanize_count(macs) if macs is not None else "-", humanize_count(params) if params is not None else "-",
+             "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}")]
+    profile = row.profile if row.profile and row.profile.get("status") == "SUCCESS" else None
+    method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
+    plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr)] + [method if profile else ""]
+    return [*cells, method], plain
+
+
+def project_table(report: ProjectReport) -> Table:
+    """INPUT_MODEL, then each experiment's output checkpoint. The --plain columns stay fixed."""
+    first_cells, first_plain = _project_values(report.input_row)
+    rows = [["input_model", "-", "-", *first_cells]]
+    plain: list[list[Any]] = [["input_model", "", "", *first_plain]]
+    for exp in report.experiments:
+        if exp.status == "unreadable":
+            rows.append([exp.name, "-", "unreadable", *(["-"] * 6)])
+            plain.append([exp.name, "", "unreadable", *([""] * 6)])
+            continue
+        cells, values = _project_values(exp.output)
+        rows.append([exp.name, steps_label(list(exp.step_types)) or "-", exp.status, *cells])
+        plain.append([exp.name, steps_label(list(exp.step_types)), exp.status, *values])
+    columns = list(_PROJECT_COLUMNS)
+    caption = f"Each experiment's row shows its output checkpoint; device {report.device}."
+    # Latency and memory columns no experiment has (mlia on a CPU target) are left out, as in the experiment report
+    empty = [i for i, c in enumerate(columns) if c in ("Latency(ms)", "Memory(MB)") and all(r[i] == "-" for r in rows)]
+    if empty:
+        caption += f" No {' or '.join(columns[i].split('(')[0].lower() for i in empty)} from np run's profiling " \
+                   "here: see each experiment's post-hoc rounds (np report -e NAME), or measure with `np profile " \
+                   "--method on-device`."
+        rows = [[cell for i, cell in enumerate(row) if i not in empty] for row in rows]
+        columns = [c for i, c in enumerate(columns) if i not in empty]
+    return Table(f"Project: {report.name}", columns, rows, list(_PROJECT_PLAIN), plain, caption=caption,
+                 section="experiments")
