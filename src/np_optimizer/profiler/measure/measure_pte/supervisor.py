@@ -28,7 +28,7 @@ def self_command() -> List[str]:
     """How a fresh Python runs this same code: the zipapp by its path, else this package with -m."""
     archive = getattr(globals().get("__loader__"), "archive", None)  # zipimport's loader knows its archive
     if archive:
-        return [str(archive)]
+        return [os.path.abspath(archive)]
     return ["-m", __name__.rpartition(".")[0]]
 
 
