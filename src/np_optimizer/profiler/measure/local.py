@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from np_optimizer.profiler.measure import (
-    measure_failure,
     Measurement,
     MeasureOptions,
     failure_from_doc,
+    measure_failure,
     parse_document,
     script_archive,
     script_args,
@@ -37,8 +37,8 @@ def _tail(text: str, n: int = 40) -> list[str]:
 
 def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = None,
                   where: str = "this machine (host)") -> Measurement:
-    """Run the measuring script on `pte`; returns its document, or raises MeasureError or DeviceUnreachableError (document attached when
-    there is one). A timeout that expires is not a failure: the document says partial."""
+    """Run the measuring script on `pte`; returns its document, or raises MeasureError or DeviceUnreachableError
+    (document attached when there is one). A timeout that expires is not a failure: the document says partial."""
     python = python or sys.executable
     cmd = [python, str(script_archive()), str(pte), *script_args(options)]
     guard = options.load_timeout_s + options.timeout_s + options.kill_grace_s + _GUARD_MARGIN_S

@@ -11,9 +11,10 @@ and LogLevel=ERROR (hides "Permanently added ..." but keeps "Permission denied")
 $NP_SSH_CONFIG, when set, choose the known_hosts file and the ssh config file (tests and CI use them so they never
 touch ~/.ssh).
 
-Failures become MeasureError or DeviceUnreachableError with one code each: NP-DEV-503 unreachable, NP-DEV-401 authentication, NP-DEV-495
-host key, NP-DEV-426 remote Python not found, NP-DEV-424 remote Python without the runtime, NP-DEV-504 no answer in
-time, NP-DEV-502 other ssh or protocol failures, and the script's own errors (NP-RUN-*).
+Failures become MeasureError or DeviceUnreachableError with one code each: NP-DEV-503 unreachable, NP-DEV-401
+authentication, NP-DEV-495 host key, NP-DEV-426 remote Python not found, NP-DEV-424 remote Python without the
+runtime, NP-DEV-504 no answer in time, NP-DEV-502 other ssh or protocol failures, and the script's own errors
+(NP-RUN-*).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from typing import TYPE_CHECKING
 from np_optimizer.errors import DeviceUnreachableError, MeasureError
 from np_optimizer.profiler.measure import (
     ARCHIVE_NAME,
-    measure_failure,
     Measurement,
     MeasureOptions,
     failure_from_doc,
+    measure_failure,
     parse_document,
     script_archive,
     script_args,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
-from .pte import SCALAR_TYPES
 from .protocol import Json, MeasureError
+from .pte import SCALAR_TYPES
 
 if TYPE_CHECKING:
     from torch import Tensor
