@@ -7,4 +7,7 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
       (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client >/dev/null); \
   else sudo apt-get install -y -qq openssh-server openssh-client >/dev/null; fi
 fi
+echo "ruff (lint) and mypy --strict (types) over the package, then pytest"
+python -m ruff check src tests bench scripts
+python -m mypy src/np_optimizer
 exec python -m pytest -q "$@"

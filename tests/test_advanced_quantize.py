@@ -102,10 +102,10 @@ def test_options_change_the_quantizer(llm: SimpleNamespace) -> None:
 
 
 def test_static_w8a8_lowers_to_xnnpack_and_runs(tmp_path: Path) -> None:
+    from np_optimizer.adapters.executorch_runtime import run_pte
     from np_optimizer.compile import compile_checkpoint
     from np_optimizer.devices import get_device
     from np_optimizer.graph.program_io import save_program
-    from np_optimizer.adapters.executorch_runtime import run_pte
 
     model, example = build_tiny_llm(0, config=SMALL)
     with torch.no_grad():

@@ -22,10 +22,21 @@ import torch.nn as nn
 
 from np_optimizer.fidelity import max_abs_error
 from np_optimizer.graph.passes import (
-    PASSES, PassResult, cancel_permutes, fold_constants, fuse_conv_bn, remove_dead_code, remove_redundant_copies,
+    PASSES,
+    PassResult,
+    cancel_permutes,
+    fold_constants,
+    fuse_conv_bn,
+    remove_dead_code,
+    remove_redundant_copies,
 )
 from np_optimizer.graph.stats import (
-    MACS_CONVENTION, count_macs, count_params, node_count, op_histogram, weight_bytes,
+    MACS_CONVENTION,
+    count_macs,
+    count_params,
+    node_count,
+    op_histogram,
+    weight_bytes,
 )
 from np_optimizer.models.zoo import build_builtin
 
@@ -256,7 +267,8 @@ def cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...], torch.export.ExportedPro
 def qep(cnn: Any) -> torch.export.ExportedProgram:
     """PT2E int8 program (XNNPACKQuantizer, per-channel), re-exported after convert_pt2e as the product does."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer, get_symmetric_quantization_config,
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import make_project, run_np_subprocess
+
 from np_optimizer.errors import EXIT_FAILED
 
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERROR|DEBUG|DONE )\] \[\w+\] ")

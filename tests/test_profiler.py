@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import make_project, run_np_subprocess
+
 from np_optimizer.errors import EXIT_FAILED, EXIT_USAGE
 
 GO_GQ = 'version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\n'
