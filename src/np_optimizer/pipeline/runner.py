@@ -17,7 +17,7 @@ from typing import Any
 from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
 from np_optimizer.devices import get_device
-from np_optimizer.errors import NpError, error_record, failure_exit_code
+from np_optimizer.errors import EXIT_FAILED, NpError, error_record, failure_exit_code
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
@@ -48,7 +48,7 @@ class RunSummary:
         codes = [str(p.error.get("code")) for p in self.profile if p.status != "SUCCESS" and p.error]
         if self.error is not None:
             codes.append(str(self.error.get("code")))
-        return failure_exit_code(codes) if self.status != "success" else 0
+        return (failure_exit_code(codes) or EXIT_FAILED) if self.status != "success" else 0
 
 
 def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
