@@ -13,7 +13,8 @@ import pytest
 from conftest import make_project
 
 from np_optimizer.backends import backends
-from np_optimizer.config.checkpoints import STEP_KINDS
+from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS
+from np_optimizer.config.steps import StepSpec, step_specs
 from np_optimizer.devices import DEVICES
 from np_optimizer.errors import CODES, NpError
 from np_optimizer.errors_doc import render_errors
@@ -93,14 +94,22 @@ def test_each_aq_algorithm_row_loads_its_function(name: str) -> None:
     assert callable(algorithm.quantize_layer) and algorithm.implementation == ALGORITHMS[name].implementation
 
 
-@pytest.mark.parametrize("kind", STEP_KINDS)
-def test_each_step_kind_has_a_registered_function(kind: str) -> None:
-    from np_optimizer.config.run_config import AdvancedQuantizeConfig, GraphOptimizeConfig, GraphQuantizeConfig
+@pytest.mark.parametrize("spec", step_specs(), ids=lambda s: s.kind)
+def test_each_step_spec_writes_parses_and_runs_through_its_function(spec: StepSpec) -> None:
+    import yaml
+
+    from np_optimizer.config.run_config import validate_run
+    from np_optimizer.devices import get_device
     from np_optimizer.pipeline.steps import step_function
 
-    configs = {"advanced_quantize": AdvancedQuantizeConfig("RTN", "W8-A8"), "graph_optimize": GraphOptimizeConfig(),
-               "graph_quantize": GraphQuantizeConfig("W8-A8")}
-    assert callable(step_function(configs[kind]))
+    device = get_device("raspberry_pi_5")
+    text = 'version: "1.0"\nsteps:\n' + "\n".join(spec.run_yaml(device.backend)) + "\n"
+    config, issues = validate_run(yaml.safe_load(text), device)
+    assert config is not None, issues
+    (step,) = config.steps
+    assert isinstance(step, spec.config_type) and step.kind == spec.kind
+    assert callable(step_function(step))
+    assert spec.checkpoint in CHECKPOINT_NAMES and STEP_KINDS.index(spec.kind) >= 0
 
 
 def _methods() -> list[str]:

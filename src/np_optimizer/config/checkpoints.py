@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from np_optimizer.config.steps import step_specs
+
 __all__ = [
     "STEP_KINDS",
     "STEP_SHORT_NAMES",
@@ -18,25 +20,16 @@ __all__ = [
     "STEP_ABBREVIATIONS",
 ]
 
+_SPECS = step_specs()  # the registered steps, in pipeline order (config/steps/)
 # Pipeline order: a step may only follow the ones before it in this tuple.
-STEP_KINDS = ("advanced_quantize", "graph_optimize", "graph_quantize")
-STEP_SHORT_NAMES = {"aq": "advanced_quantize", "go": "graph_optimize", "gq": "graph_quantize"}
+STEP_KINDS = tuple(s.kind for s in _SPECS)
+STEP_SHORT_NAMES = {s.short: s.kind for s in _SPECS}
 
 INPUT_MODEL = "INPUT_MODEL"
 OUTPUT_MODEL = "OUTPUT_MODEL"
-_CHECKPOINT_OF_STEP = {
-    "advanced_quantize": "ADVANCED_QUANTIZE",
-    "graph_optimize": "GRAPH_OPTIMIZE",
-    "graph_quantize": "GRAPH_QUANTIZE",
-}
+_CHECKPOINT_OF_STEP = {s.kind: s.checkpoint for s in _SPECS}
 CHECKPOINT_NAMES = (INPUT_MODEL, *_CHECKPOINT_OF_STEP.values(), OUTPUT_MODEL)
-STEP_ABBREVIATIONS = {
-    INPUT_MODEL: "input",
-    "ADVANCED_QUANTIZE": "AQ",
-    "GRAPH_OPTIMIZE": "GO",
-    "GRAPH_QUANTIZE": "GQ",
-    OUTPUT_MODEL: "output",
-}
+STEP_ABBREVIATIONS = {INPUT_MODEL: "input", **{s.checkpoint: s.abbreviation for s in _SPECS}, OUTPUT_MODEL: "output"}
 
 
 def checkpoint_of_step(step_kind: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from np_optimizer.config.issues import L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
 from np_optimizer.config.options import Opt, Section, check_section, merge_defaults
 from np_optimizer.config.run_config import RunConfig
+from np_optimizer.config.steps import step_spec, step_specs
 
 __all__ = ["GLOBAL_OPTIONS", "RETIRED_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "STEP_OPTIONS", "DetailConfig", "validate_detail",
            "spelled_out_detail"]
@@ -36,41 +37,7 @@ PROFILE_OPTIONS: Section = {
 }
 PROFILE_DEFAULTS: dict[str, Any] = merge_defaults(PROFILE_OPTIONS, None)
 
-STEP_OPTIONS: dict[str, Section] = {
-    "advanced_quantize": {
-        "weight": {
-            "granularity": Opt("GROUP", "choice", "Weight scale granularity.", choices=("CHANNEL", "GROUP")),
-            "group_size": Opt(32, "choice", "Weights per scale with GROUP granularity.", choices=(32, 64, 128)),
-            "calibration_method": Opt("MINMAX", "choice", "How weight ranges are found.",
-                                      choices=("MINMAX", "HISTOGRAM", "MOVING_AVERAGE_MINMAX", "PERCENTILE")),
-        },
-        "activation": {
-            "granularity": Opt("TOKEN", "choice", "Activation scale granularity.", choices=("TENSOR", "TOKEN")),
-            "calibration_method": Opt("MINMAX", "choice", "How activation ranges are found.", choices=("MINMAX",)),
-        },
-        "parameters": {
-            "calibration": {
-                "num_samples": Opt(-1, "int", "Calibration samples (-1: all of the calibration text).", minimum=1,
-                                   also=(-1,)),
-            },
-            "clip": Opt(True, "bool", "Search weight clipping ranges (AWQ, AutoRound)."),
-        },
-    },
-    "graph_optimize": {
-        "tolerance": Opt(1e-4, "number", "Largest max-abs output change a pass may cause, relative to the largest "
-                         "output magnitude; a pass beyond it is dropped.", minimum=0, exclusive_minimum=True),
-    },
-    "graph_quantize": {
-        "calibration": {
-            "num_samples": Opt(32, "int", "Calibration samples fed to the observers.", minimum=1),
-        },
-        "amp": {
-            "target_snr": Opt(30.0, "number", "GREEDY stops once the output SNR (dB) against the float model "
-                              "reaches this."),
-            "max_float_layers": Opt(16, "int", "GREEDY keeps at most this many layers in float.", minimum=1),
-        },
-    },
-}
+STEP_OPTIONS: dict[str, Section] = {s.kind: s.options for s in step_specs()}  # `<step>[0]` sections
 
 _INDEXED = re.compile(r"^(?P<name>[a-z_]+)\[(?P<index>-?\d+)\]$")
 
@@ -155,17 +122,9 @@ def validate_detail(data: Any, run: RunConfig) -> tuple[DetailConfig | None, lis
 
 
 def _scheme_defaults(run: RunConfig, kind: str) -> dict[str, Any]:
-    """Defaults that depend on the step's scheme: 8-bit AQ weights take one scale per channel (groups pay off at 4
-    bits), and static W8-A8 takes one activation scale per tensor (per-token scales are a dynamic-scheme feature)."""
-    if kind != "advanced_quantize":
-        return {}
-    scheme = next((getattr(s, "scheme", "") for s in run.steps if s.kind == kind), "")
-    out: dict[str, Any] = {}
-    if scheme.startswith("W8"):
-        out["weight"] = {"granularity": "CHANNEL"}
-    if scheme == "W8-A8":
-        out["activation"] = {"granularity": "TENSOR"}
-    return out
+    """Option defaults that depend on the step's own config (its scheme, say): the step spec says which."""
+    config = next((s for s in run.steps if s.kind == kind), None)
+    return step_spec(kind).scheme_defaults(config) if config is not None else {}
 
 
 def _overlay(base: dict[str, Any], given: Any) -> dict[str, Any]:

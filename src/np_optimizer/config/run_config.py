@@ -1,11 +1,10 @@
-"""run.yaml: the step configs (one dataclass per step kind), the parsed RunConfig, and its validation."""
+"""run.yaml: the parsed RunConfig and its validation; each step's config and parser live in config/steps/."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends import all_scheme_names, backends
 from np_optimizer.config.checkpoints import (
     CHECKPOINT_NAMES,
     OUTPUT_MODEL,
@@ -13,9 +12,16 @@ from np_optimizer.config.checkpoints import (
     canonical_checkpoint,
     resolve_checkpoint,
 )
-from np_optimizer.config.issues import L_DEVICE, L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
-from np_optimizer.devices import Device, backend_schemes
+from np_optimizer.config.issues import L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
+from np_optimizer.config.parsing import issue, match
+from np_optimizer.config.steps import StepConfig, step_specs
+from np_optimizer.config.steps.advanced_quantize import AdvancedQuantizeConfig
+from np_optimizer.config.steps.graph_optimize import GraphOptimizeConfig
+from np_optimizer.config.steps.graph_quantize import AMP_MODES, GraphQuantizeConfig
 from np_optimizer.quantize.aq.catalog import AQ_ALGORITHMS, AQ_SCHEMES
+
+if TYPE_CHECKING:
+    from np_optimizer.devices import Device
 
 __all__ = [
     "AQ_ALGORITHMS",
@@ -31,37 +37,8 @@ __all__ = [
     "validate_run",
 ]
 
-AMP_MODES = (None, "GREEDY")
 EVALUATE_METRICS = ("SNR", "MAX_ABS_ERROR", "MSE", "MAE")
 SUPPORTED_VERSIONS = ("1.0",)
-
-
-@dataclass(frozen=True)
-class AdvancedQuantizeConfig:
-    """Eager-level quantization of Linear layers (LLMs) before export."""
-
-    algorithm: str
-    scheme: str
-    kind: str = field(default="advanced_quantize", init=False)
-
-
-@dataclass(frozen=True)
-class GraphOptimizeConfig:
-    """Output-preserving graph passes; it takes no parameters."""
-
-    kind: str = field(default="graph_optimize", init=False)
-
-
-@dataclass(frozen=True)
-class GraphQuantizeConfig:
-    """PT2E quantization with the backend's quantizer; GREEDY keeps the costliest layers in float."""
-
-    scheme: str
-    automatic_mixed_precision: str | None = None
-    kind: str = field(default="graph_quantize", init=False)
-
-
-StepConfig = AdvancedQuantizeConfig | GraphOptimizeConfig | GraphQuantizeConfig
 
 
 @dataclass(frozen=True)
@@ -91,121 +68,14 @@ class RunConfig:
         return out
 
 
-def _issue(code: str, level: str, loc: str, msg: str, hint: str = "", *, warning: bool = False) -> ValidationIssue:
-    return ValidationIssue(code, level, loc, msg, hint, is_warning=warning)
-
-
-def _match(value: Any, choices: tuple[str, ...]) -> str | None:
-    """Case-insensitive match of a scheme or algorithm name to its canonical spelling."""
-    if not isinstance(value, str):
-        return None
-    return next((c for c in choices if c.lower() == value.strip().lower()), None)
-
-
-def _step_params(raw: Any, loc: str, kind: str, issues: list[ValidationIssue]) -> dict[str, Any] | None:
-    """The one parameter mapping of a step (`- graph_quantize: [ {scheme: ...} ]` or a bare mapping)."""
-    if isinstance(raw, list):
-        if len(raw) != 1 or not isinstance(raw[0], dict):
-            issues.append(_issue("R015", L_SCHEMA, loc, f"{kind} takes exactly one parameter mapping, got {len(raw)} item(s).",
-                                 f"Write `- {kind}:` followed by one `- scheme: ...` entry."))
-            return None
-        return raw[0]
-    if isinstance(raw, dict):
-        return raw
-    issues.append(_issue("R015", L_SCHEMA, loc, f"{kind} needs parameters (scheme, ...), got {raw!r}.",
-                         f"Write `- {kind}:` followed by `  - scheme: W8-A8`."))
-    return None
-
-
-def _unknown_keys(params: dict[str, Any], allowed: tuple[str, ...], loc: str, issues: list[ValidationIssue]) -> None:
-    for key in params:
-        if key not in allowed:
-            issues.append(_issue("R016", L_SCHEMA, f"{loc}.{key}", f"Unknown parameter '{key}'.", did_you_mean(str(key), allowed)))
-
-
-def _parse_aq(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
-              model: dict[str, Any] | None = None) -> StepConfig | None:
-    params = _step_params(raw, loc, "advanced_quantize", issues)
-    if params is None:
-        return None
-    ploc = f"{loc}[0]" if isinstance(raw, list) else loc
-    _unknown_keys(params, ("algorithm", "scheme"), ploc, issues)
-    algorithm = _match(params.get("algorithm"), AQ_ALGORITHMS)
-    scheme = _match(params.get("scheme"), AQ_SCHEMES)
-    if algorithm is None:
-        issues.append(_issue("R020", L_SCHEMA, f"{ploc}.algorithm",
-                             f"advanced_quantize algorithm {params.get('algorithm')!r} is missing or unknown.",
-                             did_you_mean(str(params.get("algorithm", "")), AQ_ALGORITHMS)))
-    if scheme is None:
-        issues.append(_issue("R021", L_SCHEMA, f"{ploc}.scheme",
-                             f"advanced_quantize scheme {params.get('scheme')!r} is missing or unknown.",
-                             did_you_mean(str(params.get("scheme", "")), AQ_SCHEMES)))
-    if device is not None and not device.backend_spec.advanced_quantize:
-        supported = ", ".join(b.name for b in backends() if b.advanced_quantize)
-        issues.append(_issue("R022", L_DEVICE, loc, f"advanced_quantize makes kernels for {supported}; device "
-                             f"'{device.name}' uses backend '{device.backend}'.",
-                             f"Remove advanced_quantize, or use a project whose device's backend is {supported}."))
-    if model is not None:
-        from np_optimizer.config.availability import aq_model_unsupported_reason
-
-        unsupported = aq_model_unsupported_reason(model)
-        if unsupported:
-            issues.append(_issue("R024", L_DEVICE, loc, unsupported,
-                                 "Create the project from the eager model (a built-in name, file.py:factory or a Hugging "
-                                 "Face folder), or drop advanced_quantize."))
-    if algorithm and scheme:
-        from np_optimizer.config.availability import aq_unavailable_reason
-
-        reason = aq_unavailable_reason(algorithm, scheme)
-        if reason:
-            issues.append(_issue("R023", L_DEVICE, f"{ploc}.algorithm", reason,
-                                 "Pick another algorithm; `np validate` lists this before anything runs."))
-        return AdvancedQuantizeConfig(algorithm=algorithm, scheme=scheme)
-    return None
-
-
-def _parse_go(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
-              model: dict[str, Any] | None = None) -> StepConfig | None:
-    if raw not in (None, [], {}):
-        issues.append(_issue("R015", L_SCHEMA, loc, "graph_optimize takes no parameters.",
-                             "Write `- graph_optimize: null`; pass tuning lives in run.detail.yaml."))
-    return GraphOptimizeConfig()
-
-
-def _parse_gq(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
-              model: dict[str, Any] | None = None) -> StepConfig | None:
-    params = _step_params(raw, loc, "graph_quantize", issues)
-    if params is None:
-        return None
-    ploc = f"{loc}[0]" if isinstance(raw, list) else loc
-    _unknown_keys(params, ("scheme", "automatic_mixed_precision"), ploc, issues)
-    all_schemes = all_scheme_names()
-    scheme = _match(params.get("scheme"), all_schemes)
-    if scheme is None:
-        issues.append(_issue("R030", L_SCHEMA, f"{ploc}.scheme",
-                             f"graph_quantize scheme {params.get('scheme')!r} is missing or unknown.",
-                             did_you_mean(str(params.get("scheme", "")), all_schemes)))
-    elif device is not None and scheme not in backend_schemes(device.backend):
-        issues.append(_issue("R031", L_DEVICE, f"{ploc}.scheme",
-                             f"Scheme {scheme} is not supported by the {device.backend} backend of '{device.name}'.",
-                             f"Schemes for {device.backend}: {', '.join(backend_schemes(device.backend))}."))
-    amp = params.get("automatic_mixed_precision")
-    amp_value = _match(amp, ("GREEDY",)) if amp is not None else None
-    if amp is not None and amp_value is None:
-        issues.append(_issue("R032", L_SCHEMA, f"{ploc}.automatic_mixed_precision",
-                             f"automatic_mixed_precision must be null or GREEDY, got {amp!r}.",
-                             "Use `automatic_mixed_precision: null` (off) or `GREEDY`."))
-    return GraphQuantizeConfig(scheme=scheme, automatic_mixed_precision=amp_value) if scheme else None
-
-
-_STEP_PARSERS = {"advanced_quantize": _parse_aq, "graph_optimize": _parse_go, "graph_quantize": _parse_gq}
+_issue, _match = issue, match  # short names for the many calls below
 
 
 def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
                  model: dict[str, Any] | None = None) -> list[StepConfig]:
     if raw is None:
         issues.append(_issue("R010", L_SCHEMA, "steps", "run.yaml has no `steps` list.",
-                             "Add `steps:` with at least one of advanced_quantize, graph_optimize, graph_quantize."))
+                             f"Add `steps:` with at least one of {', '.join(STEP_KINDS)}."))
         return []
     if not isinstance(raw, list) or not raw:
         issues.append(_issue("R010", L_SCHEMA, "steps", "`steps` must be a non-empty list.",
@@ -220,7 +90,8 @@ def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
                                  f"Steps: {', '.join(STEP_KINDS)}."))
             continue
         (kind, params), = entry.items()
-        if kind not in _STEP_PARSERS:
+        specs = {s.kind: s for s in step_specs()}
+        if kind not in specs:
             issues.append(_issue("R012", L_SCHEMA, loc, f"Unknown step '{kind}'.", did_you_mean(str(kind), STEP_KINDS)))
             continue
         if kind in seen:
@@ -229,9 +100,9 @@ def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
             continue
         if seen and STEP_KINDS.index(kind) < STEP_KINDS.index(seen[-1]):
             issues.append(_issue("R014", L_SCHEMA, loc, f"Step '{kind}' cannot come after '{seen[-1]}'.",
-                                 "Order the steps advanced_quantize, graph_optimize, graph_quantize."))
+                                 f"Order the steps {', '.join(STEP_KINDS)}."))
         seen.append(kind)
-        step = _STEP_PARSERS[kind](params, f"{loc}.{kind}", device, issues, model)
+        step = specs[kind].parse(params, f"{loc}.{kind}", device, issues, model)
         if step is not None:
             steps.append(step)
     return steps

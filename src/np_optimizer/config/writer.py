@@ -9,19 +9,15 @@ import yaml
 from np_optimizer.config.checkpoints import STEP_KINDS, STEP_SHORT_NAMES, produced_checkpoints
 from np_optimizer.config.detail_config import DetailConfig
 from np_optimizer.config.run_config import RunConfig
-from np_optimizer.devices import backend_schemes
+from np_optimizer.config.steps import step_spec, step_specs
 from np_optimizer.errors import UsageError
 
 __all__ = ["STEP_COMBINATIONS", "parse_steps_option", "render_run_yaml", "render_detail_yaml"]
 
 STEP_COMBINATIONS = ("go,gq", "aq,go,gq", "aq", "go", "gq")
 
-_CHECKPOINT_COMMENTS = {
-    "INPUT_MODEL": "original model before optimization",
-    "ADVANCED_QUANTIZE": "after AQ step",
-    "GRAPH_OPTIMIZE": "after GO step",
-    "GRAPH_QUANTIZE": "after GQ step",
-}
+_CHECKPOINT_COMMENTS = {"INPUT_MODEL": "original model before optimization",
+                        **{s.checkpoint: f"after {s.abbreviation} step" for s in step_specs()}}
 
 
 def parse_steps_option(steps: str) -> list[str]:
@@ -36,14 +32,7 @@ def parse_steps_option(steps: str) -> list[str]:
 def render_run_yaml(step_kinds: list[str], backend: str) -> str:
     lines = ['version: "1.0"', "", "steps:"]
     for kind in step_kinds:
-        if kind == "advanced_quantize":
-            lines += ["- advanced_quantize:", "  - algorithm: AWQ", "    scheme: W4-A8_dynamic"]
-        elif kind == "graph_optimize":
-            lines += ["- graph_optimize: null"]
-        elif kind == "graph_quantize":
-            schemes = " | ".join(backend_schemes(backend))
-            lines += ["- graph_quantize:", f"  - scheme: W8-A8                 # {schemes}",
-                      "    automatic_mixed_precision: null   # null | GREEDY"]
+        lines += step_spec(kind).run_yaml(backend)
     lines += ["", "# Checkpoints to compile and profile on the project's device; omit one to skip it.", "profile:"]
     for name in produced_checkpoints(step_kinds):
         lines.append(f"- {name:<20}# {_CHECKPOINT_COMMENTS[name]}")

@@ -16,6 +16,7 @@ from typing import Any
 
 from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
+from np_optimizer.config.steps import step_spec
 from np_optimizer.devices import get_device
 from np_optimizer.errors import EXIT_FAILED, NpError, error_record, failure_exit_code
 from np_optimizer.logs import get_logger, phase_banner
@@ -28,8 +29,6 @@ from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["RunSummary", "run_experiment"]
 
-_STEP_MODULES = {"advanced_quantize": "AdvancedQuantizer", "graph_optimize": "GraphOptimizer",
-                 "graph_quantize": "GraphQuantizer"}
 
 
 @dataclass
@@ -116,8 +115,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         _load_reference(run, ref)
         for index, step in enumerate(config.run.steps, 1):
             phase += 1
-            module = _STEP_MODULES[step.kind]
-            step_log = get_logger(module)
+            step_log = get_logger(step_spec(step.kind).logger)
             phase_banner(step_log, phase, step.kind)
             ref = _run_step(run, jobs, step, index, ref, step_log, progress)
             produced[checkpoint_of_step(step.kind)] = ref

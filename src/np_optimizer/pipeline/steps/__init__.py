@@ -1,10 +1,14 @@
-"""Pipeline steps: one function per step config type, registered with @register_step (torchao-style dispatch)."""
+"""Pipeline steps: one function per step config type, registered with @register_step (torchao-style dispatch).
+
+Each step's configuration side (names, config type, parser, options) is its spec in np_optimizer/config/steps/."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
+from np_optimizer.config.steps import step_spec
 from np_optimizer.pipeline.context import StepContext, StepOutcome
 
 __all__ = ["register_step", "step_function"]
@@ -22,11 +26,7 @@ def register_step(config_type: type) -> Callable[[StepFunction], StepFunction]:
 
 
 def step_function(config: Any) -> StepFunction:
-    """The function registered for this config's type (importing the step modules registers them)."""
-    from np_optimizer.pipeline.steps import advanced_quantize, graph_optimize, graph_quantize  # noqa: F401
-
-    try:
-        return _STEPS[type(config)]
-    except KeyError:
-        known = ", ".join(t.__name__ for t in _STEPS)
-        raise LookupError(f"No step registered for {type(config).__name__} (registered: {known})") from None
+    """The function registered for this config's type, from the module its step spec names (importing it
+    registers the function)."""
+    importlib.import_module(step_spec(config.kind).function_module)
+    return _STEPS[type(config)]
