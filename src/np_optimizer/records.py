@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from np_optimizer.config.issues import ValidationIssue
-from np_optimizer.errors import EXIT_VALIDATION
+from np_optimizer.errors import EXIT_FAILED, EXIT_VALIDATION, failure_exit_code
 from np_optimizer.plan import Plan
 from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
 from np_optimizer.report.sortfilter import SortKey
@@ -28,6 +28,8 @@ __all__ = [
     "MetricValue",
     "ProfileResult",
     "JobRecord",
+    "RunSummary",
+    "ProfileRound",
     "JobState",
     "MeasurementState",
     "StatusRecord",
@@ -299,3 +301,62 @@ class ReportRecord:
     def post_hoc_count(self) -> int:
         """Successful post-hoc rounds shown (rounds of older checkpoints and failed ones are counted apart)."""
         return sum(len(g.rounds) for g in self.experiment.post_hoc) if self.experiment else 0
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """`np run`: how the run ended, its jobs, its profile rounds, and the error that stopped the steps (if any).
+
+    No schema_version: `np run --json` prints `json_dict()`, whose shape is pinned."""
+
+    experiment: str
+    status: str  # "success" | "failed"
+    duration_s: float
+    jobs: tuple[dict[str, Any], ...] = ()
+    profile: tuple[ProfileResult, ...] = ()
+    error: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0; else 4 when every failure (the step's and the rounds') is a device that could not be reached, else 1."""
+        if self.status == "success":
+            return 0
+        codes = [str(p.error.get("code")) for p in self.profile if p.status != "SUCCESS" and p.error]
+        if self.error is not None:
+            codes.append(str(self.error.get("code")))
+        return failure_exit_code(codes) or EXIT_FAILED
+
+    def json_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "status": self.status, "duration_s": self.duration_s,
+                "jobs": list(self.jobs), "profile": [to_dict(p) for p in self.profile], "error": self.error}
+
+
+@dataclass(frozen=True)
+class ProfileRound:
+    """`np profile`: the post-hoc rounds of one command, on one device with one method.
+
+    No schema_version: `np profile --json` prints `json_dict()`, whose shape is pinned."""
+
+    experiment: str
+    device: str
+    method: str
+    requested_method: str | None
+    results: tuple[ProfileResult, ...] = ()
+
+    @property
+    def reused(self) -> bool:
+        """True only when every result was reused (the batch rule of the reference product)."""
+        return bool(self.results) and all(r.cache.get("reused") for r in self.results)
+
+    @property
+    def failed(self) -> list[ProfileResult]:
+        return [r for r in self.results if r.status != "SUCCESS"]
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 4 when every failed round could not reach its device, else 1."""
+        return failure_exit_code([str((r.error or {}).get("code")) for r in self.failed])
+
+    def json_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "device": self.device, "method": self.method, "reused": self.reused,
+                "results": [to_dict(r) for r in self.results]}

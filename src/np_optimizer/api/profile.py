@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,37 +10,14 @@ from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, OUTPUT_MODEL, cano
 from np_optimizer.config.detail_config import PROFILE_OPTIONS
 from np_optimizer.config.options import Opt, merge_defaults
 from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
-from np_optimizer.errors import NotFoundError, NpError, UsageError, failure_exit_code
+from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef
-from np_optimizer.records import JobRecord, ProfileResult
+from np_optimizer.records import JobRecord, ProfileResult, ProfileRound
 from np_optimizer.workspace import Experiment, resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["ProfileRound", "profile", "parse_profile_opts"]
-
-
-@dataclass
-class ProfileRound:
-    experiment: str
-    device: str
-    method: str
-    requested_method: str | None
-    results: list[ProfileResult] = field(default_factory=list)
-
-    @property
-    def reused(self) -> bool:
-        """True only when every result was reused (the batch rule of the reference product)."""
-        return bool(self.results) and all(r.cache.get("reused") for r in self.results)
-
-    @property
-    def failed(self) -> list[ProfileResult]:
-        return [r for r in self.results if r.status != "SUCCESS"]
-
-    @property
-    def exit_code(self) -> int:
-        """0, or 4 when every failed round could not reach its device, else 1."""
-        return failure_exit_code([str((r.error or {}).get("code")) for r in self.failed])
 
 
 def parse_profile_opts(items: list[str]) -> dict[str, int | float]:
@@ -176,7 +152,7 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
     from np_optimizer.api.experiments import output_checkpoint
 
     jobs = _targets(store, list(ids or []), lambda: output_checkpoint(exp))
-    result = ProfileRound(exp.name, target.name, chosen, method)
+    results: list[ProfileResult] = []
     from np_optimizer.logs import get_logger
 
     log = get_logger("Profiler")
@@ -192,12 +168,12 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
                               trigger="POSTHOC")
             failed = failed_round(base, support.result_kind, exc, log)
             store.add_post_hoc(failed)
-            result.results.append(failed)
+            results.append(failed)
             continue
         outcome = profile_checkpoint(
             checkpoint=ref, job_dir=store.job_dir(job.name), experiment_root=exp.root, device=target, method=chosen,
             requested_method=method, options=_options(exp, job.checkpoint, target, profile_opts or {}),
             trigger="POSTHOC", force=force, log_file=exp.log_file, remote=remote, progress=progress, seen=seen)
         store.add_post_hoc(outcome)
-        result.results.append(outcome)
-    return result
+        results.append(outcome)
+    return ProfileRound(exp.name, target.name, chosen, method, tuple(results))

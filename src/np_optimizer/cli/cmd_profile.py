@@ -9,7 +9,6 @@ import typer
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import notice, out, print_json, print_table, warn
-from np_optimizer.records import to_dict
 
 
 def register(app: typer.Typer) -> None:
@@ -45,8 +44,7 @@ def register(app: typer.Typer) -> None:
                                  runtime=runtime, backend=backend, force=force, profile_opts=options,
                                  console_write=display.write, progress=display.progress)
         if json_mode:
-            print_json({"experiment": result.experiment, "device": result.device, "method": result.method,
-                        "reused": result.reused, "results": [to_dict(r) for r in result.results]})
+            print_json(result.json_dict())
             return result.exit_code
         from np_optimizer.report.rounds import round_messages, round_table
 

@@ -11,17 +11,15 @@ from np_optimizer.cli.cmd_validate import print_report
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json
-from np_optimizer.errors import EXIT_FAILED, UsageError
-from np_optimizer.pipeline.runner import RunSummary
-from np_optimizer.records import to_dict
+from np_optimizer.errors import UsageError
+from np_optimizer.records import RunSummary, to_dict
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]
 
 
 def summary_dict(summary: RunSummary) -> dict[str, object]:
-    return {"experiment": summary.experiment, "status": summary.status, "duration_s": summary.duration_s,
-            "jobs": summary.jobs, "profile": [to_dict(p) for p in summary.profile], "error": summary.error}
+    return summary.json_dict()
 
 
 def print_summary(summary: RunSummary) -> None:
@@ -72,5 +70,5 @@ def register(app: typer.Typer) -> None:
             print_json(summary_dict(summary))
         else:
             print_summary(summary)
-        # RunSummary.exit_code: 4 when every failure is an unreachable device; a failed run is never 0
-        return summary.exit_code or (EXIT_FAILED if summary.status != "success" else 0)
+        # 4 when every failure is an unreachable device; a failed run is never 0
+        return summary.exit_code

@@ -10,7 +10,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,36 +17,17 @@ from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
 from np_optimizer.config.steps import step_spec
 from np_optimizer.devices import get_device
-from np_optimizer.errors import EXIT_FAILED, NpError, error_record, failure_exit_code
+from np_optimizer.errors import NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
-from np_optimizer.records import ProfileResult
+from np_optimizer.records import ProfileResult, RunSummary
 from np_optimizer.workspace import Experiment, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
-__all__ = ["RunSummary", "run_experiment"]
+__all__ = ["run_experiment"]
 
-
-
-@dataclass
-class RunSummary:
-    experiment: str
-    status: str  # "success" | "failed"
-    duration_s: float
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    profile: list[ProfileResult] = field(default_factory=list)
-    error: dict[str, Any] | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """0, or 4 when every failure (the step's and the rounds') is a device that could not be reached, else 1."""
-        codes = [str(p.error.get("code")) for p in self.profile if p.status != "SUCCESS" and p.error]
-        if self.error is not None:
-            codes.append(str(self.error.get("code")))
-        return (failure_exit_code(codes) or EXIT_FAILED) if self.status != "success" else 0
 
 
 def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
@@ -97,7 +77,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
         "backend": device.backend, "status": "running", "started_at": utc_now()}}))
     jobs = JobRunner(run, store, retry=retry, log=log, progress=progress)
-    summary = RunSummary(experiment=experiment.name, status="running", duration_s=0.0)
+    rounds: list[ProfileResult] = []
     produced: dict[str, CheckpointRef] = {}
     error: dict[str, Any] | None = None
     phase = 1
@@ -127,17 +107,16 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         phase += 1
         from np_optimizer.profiler.session import profile_run
 
-        summary.profile = profile_run(run, store, plan, produced, phase=phase, progress=progress,
+        rounds = profile_run(run, store, plan, produced, phase=phase, progress=progress,
                                       requested_method=profile_method, force=force)
     else:
         get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
         store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
-    failed_profiles = [p for p in summary.profile if p.status != "SUCCESS"]
+    failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
     status = "failed" if error is not None or failed_profiles else "success"
-    summary.status = status
-    summary.duration_s = round(time.perf_counter() - started, 2)
-    summary.jobs = [{"name": j.name, "status": j.status, "duration_s": j.duration_s} for j in store.jobs()]
-    summary.error = error
+    summary = RunSummary(experiment=experiment.name, status=status, duration_s=round(time.perf_counter() - started, 2),
+                         jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
+                                    for j in store.jobs()), profile=tuple(rounds), error=error)
     store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
     store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
     return summary
