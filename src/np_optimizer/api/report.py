@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.records import ReportRecord
 from np_optimizer.report.model import (
     PipelineRow,
@@ -58,7 +58,7 @@ def _project_report(project: str | None, cwd: Path) -> ProjectReport:
     for exp in owner.experiments():
         try:
             built = build_experiment_report(ExperimentStore(exp).read_report())
-        except Exception:  # a damaged experiment must not hide the others
+        except NpError:  # a damaged experiment (newer np, unreadable files) must not hide the others
             rows.append(ProjectRow(exp.name, "unreadable"))
             continue
         if input_row is None:

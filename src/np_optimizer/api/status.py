@@ -8,6 +8,7 @@ from pathlib import Path
 from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.logs import libraries_log
 from np_optimizer.records import ExportRecord, JobState, MeasurementState, StatusRecord, to_dict
 from np_optimizer.workspace import resolve_experiment
 from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
@@ -90,9 +91,10 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
                 files.append(target / name)
         write_json(target / "jobs.json", [to_dict(j) for j in store.jobs()])
         files.append(target / "jobs.json")
-        if exp.log_file.exists():
-            (target / "logs").mkdir(exist_ok=True)
-            shutil.copy2(exp.log_file, target / "logs" / "execution.log")
-            files.append(target / "logs" / "execution.log")
+        for log in (exp.log_file, libraries_log(exp.log_file)):  # np's lines, then what the libraries printed
+            if log.exists():
+                (target / "logs").mkdir(exist_ok=True)
+                shutil.copy2(log, target / "logs" / log.name)
+                files.append(target / "logs" / log.name)
     return ExportRecord(level=level, folder=str(target), checkpoint=last.checkpoint, job=last.name, device=device.name,
                         files=tuple(str(f) for f in files))
