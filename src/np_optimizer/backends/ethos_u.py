@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import csv
 import logging
+import shutil
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +75,32 @@ def vela_settings(target: str) -> dict[str, str]:
             "config_ini": str(config.compiler_options.config_file)}
 
 
+@contextlib.contextmanager
+def _vela_safe(artifacts: Path, config_ini: Path) -> Iterator[tuple[Path, Path]]:
+    """A working folder and vela.ini whose paths have no space, and the artifacts moved into `artifacts` after.
+
+    ExecuTorch 1.4.1's Arm backend joins Vela's arguments with spaces and splits them again
+    (backends/arm/arm_vela.py), so a path with a space (a workspace in "my models/", a venv under "My Projects")
+    breaks every compile, and Vela then exits with SystemExit.
+    """
+    if " " not in str(artifacts.resolve()) and " " not in str(config_ini):
+        yield artifacts, config_ini
+        return
+    base = next((d for d in (tempfile.gettempdir(), "/tmp") if " " not in d and Path(d).is_dir()), None)
+    if base is None:
+        raise ValueError(f"Vela cannot take paths with spaces ({artifacts}) and no temporary folder without one "
+                         "was found: set TMPDIR to a folder whose path has no space")
+    work = Path(tempfile.mkdtemp(prefix="np-ethos-u-", dir=base))
+    try:
+        shutil.copy2(config_ini, work / "vela.ini")
+        yield work, work / "vela.ini"
+        (work / "vela.ini").unlink()
+        for item in work.iterdir():
+            shutil.move(str(item), str(artifacts / item.name))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -> dict[str, Any]:
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
@@ -83,16 +111,17 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -
     artifacts = out_dir / "ethos_u"
     artifacts.mkdir(parents=True, exist_ok=True)
     vela = vela_settings(target)
-    spec = EthosUCompileSpec(target, system_config=vela["system_config"], memory_mode=vela["memory_mode"],
-                             config_ini=vela["config_ini"])
-    spec.dump_intermediate_artifacts_to(str(artifacts))  # before the partitioner copies the spec
-    with _logger_level(_VERBOSE_LOGGER, logging.WARNING):
-        edge = to_edge_transform_and_lower(
-            program,
-            partitioner=[EthosUPartitioner(spec)],
-            # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
-        )
+    with _vela_safe(artifacts, Path(vela["config_ini"])) as (work, config_ini):
+        spec = EthosUCompileSpec(target, system_config=vela["system_config"], memory_mode=vela["memory_mode"],
+                                 config_ini=str(config_ini))
+        spec.dump_intermediate_artifacts_to(str(work))  # before the partitioner copies the spec
+        with _logger_level(_VERBOSE_LOGGER, logging.WARNING):
+            edge = to_edge_transform_and_lower(
+                program,
+                partitioner=[EthosUPartitioner(spec)],
+                # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
+                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+            )
     stats = delegation_stats(edge.exported_program())
     executorch_program = edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     pte = out_dir / "model.pte"

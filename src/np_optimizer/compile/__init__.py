@@ -78,7 +78,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
         fields = get_backend(device.backend).lower(program, device.mlia_target, out_dir)
     except ToolError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         result = CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {first}",
                                seconds=time.perf_counter() - start)

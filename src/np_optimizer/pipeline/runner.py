@@ -76,50 +76,56 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     store.update_report(lambda r: r.update({"experiment": {
         "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
         "backend": device.backend, "status": "running", "started_at": utc_now()}}))
-    jobs = JobRunner(run, store, retry=retry, log=log, progress=progress)
-    rounds: list[ProfileResult] = []
-    produced: dict[str, CheckpointRef] = {}
-    error: dict[str, Any] | None = None
-    phase = 1
-    try:
-        extractor = get_logger("GraphExtractor")
-        phase_banner(extractor, phase, "Graph extraction")
-        extractor.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
-        from np_optimizer.pipeline.extract import extract_input_model, input_model_hash_payload
+    try:  # whatever ends the run (a library's SystemExit, Ctrl+C), meta.json never stays "running"
+        jobs = JobRunner(run, store, retry=retry, log=log, progress=progress)
+        rounds: list[ProfileResult] = []
+        produced: dict[str, CheckpointRef] = {}
+        error: dict[str, Any] | None = None
+        phase = 1
+        try:
+            extractor = get_logger("GraphExtractor")
+            phase_banner(extractor, phase, "Graph extraction")
+            extractor.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
+            from np_optimizer.pipeline.extract import extract_input_model, input_model_hash_payload
 
-        ref = jobs.run_job(name=INPUT_JOB, step_type="input_model", index=0, checkpoint=INPUT_MODEL, input_ref=None,
-                           parameters={}, hash_=config_hash(input_model_hash_payload(run)),
-                           produce=lambda artifacts: extract_input_model(run, artifacts))
-        produced[INPUT_MODEL] = ref
-        extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
-        _load_reference(run, ref)
-        for index, step in enumerate(config.run.steps, 1):
+            ref = jobs.run_job(name=INPUT_JOB, step_type="input_model", index=0, checkpoint=INPUT_MODEL, input_ref=None,
+                               parameters={}, hash_=config_hash(input_model_hash_payload(run)),
+                               produce=lambda artifacts: extract_input_model(run, artifacts))
+            produced[INPUT_MODEL] = ref
+            extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
+            _load_reference(run, ref)
+            for index, step in enumerate(config.run.steps, 1):
+                phase += 1
+                step_log = get_logger(step_spec(step.kind).logger)
+                phase_banner(step_log, phase, step.kind)
+                ref = _run_step(run, jobs, step, index, ref, step_log, progress)
+                produced[checkpoint_of_step(step.kind)] = ref
+        except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
+            error = error_record(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
+            log.error(f"{error['message']}" + (f" Hint: {error['hint']}" if error["hint"] else ""),
+                      exc_info=None if isinstance(exc, NpError) else exc)
+        if config.run.profile is not None and plan.profile is not None:
             phase += 1
-            step_log = get_logger(step_spec(step.kind).logger)
-            phase_banner(step_log, phase, step.kind)
-            ref = _run_step(run, jobs, step, index, ref, step_log, progress)
-            produced[checkpoint_of_step(step.kind)] = ref
-    except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
-        error = error_record(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
-        log.error(f"{error['message']}" + (f" Hint: {error['hint']}" if error["hint"] else ""),
-                  exc_info=None if isinstance(exc, NpError) else exc)
-    if config.run.profile is not None and plan.profile is not None:
-        phase += 1
-        from np_optimizer.profiler.session import profile_run
+            from np_optimizer.profiler.session import profile_run
 
-        rounds = profile_run(run, store, plan, produced, phase=phase, progress=progress,
-                                      requested_method=profile_method, force=force)
-    else:
-        get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
-        store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
-    failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
-    status = "failed" if error is not None or failed_profiles else "success"
-    summary = RunSummary(experiment=experiment.name, status=status, duration_s=round(time.perf_counter() - started, 2),
-                         jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
-                                    for j in store.jobs()), profile=tuple(rounds), error=error)
-    store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
-    store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
-    return summary
+            rounds = profile_run(run, store, plan, produced, phase=phase, progress=progress,
+                                          requested_method=profile_method, force=force)
+        else:
+            get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
+            store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
+        failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
+        status = "failed" if error is not None or failed_profiles else "success"
+        summary = RunSummary(experiment=experiment.name, status=status, duration_s=round(time.perf_counter() - started, 2),
+                             jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
+                                        for j in store.jobs()), profile=tuple(rounds), error=error)
+        store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
+        store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
+        return summary
+    except BaseException as exc:
+        ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        store.update_meta(status=ended, ended_at=utc_now(), pid=None)
+        store.update_report(lambda r: r["experiment"].update({"status": ended, "ended_at": utc_now()}))
+        raise
 
 
 def _set_aside_stale_jobs(experiment: Experiment, planned: set[str], log: logging.Logger) -> None:
