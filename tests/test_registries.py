@@ -7,10 +7,11 @@ without editing this file.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import make_project
+from conftest import make_project, run_np_subprocess
 
 from np_optimizer.backends import backends
 from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS
@@ -119,11 +120,24 @@ def _methods() -> list[str]:
     return list(registered_methods())
 
 
+@pytest.fixture(scope="module")
+def finished_on_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished experiment on `host` (mlp, graph_optimize); each method test profiles a copy of it."""
+    from np_optimizer import api
+
+    root = tmp_path_factory.mktemp("methods")
+    api.workspace_init(root / "ws")
+    exp = make_project(root / "ws", "methods", device="host", run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n')
+    result = run_np_subprocess("run", cwd=exp, env={"NP_CACHE_DIR": str(root / "cache")})
+    assert result.exit_code == 0, result.stderr
+    return exp
+
+
 @pytest.mark.parametrize("method", _methods())
-def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, workspace: Path, run_np) -> None:
-    exp = make_project(workspace, f"m_{method.replace('-', '_')}", device="host",
-                       run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n')
-    assert run_np("run", cwd=exp).exit_code == 0
+def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, finished_on_host: Path, tmp_path: Path,
+                                                          run_np) -> None:
+    shutil.copytree(finished_on_host.parents[1], tmp_path / "ws")
+    exp = tmp_path / "ws" / finished_on_host.parent.name / finished_on_host.name
     options = ["--profile-opt", "num_executions=3"] if method == "on-device" else []
     result = run_np("profile", "INPUT_MODEL", "--method", method, *options, "--json", cwd=exp)
     assert result.exit_code == 0, result.stdout
