@@ -1,11 +1,15 @@
-"""Shared fixtures: one `run_np` helper that drives the real entry point, and fresh workspaces."""
+"""Shared fixtures: one `run_np` helper that drives the real entry point, fresh workspaces, an estimate cache per
+test (and per module for module fixtures), and copies of a module fixture's finished run for tests that change it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +91,50 @@ def make_project(workspace: Path, name: str, *, model: str = "mlp", device: str 
     return exp
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The estimate cache and device-queue folder of a module's own expensive fixtures (a run done once per module),
+    never the user's: autouse fixtures are set up first in their scope, so before any module fixture runs np."""
+    cache = tmp_path_factory.mktemp("np-cache-module")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NP_CACHE_DIR", str(cache))
+        patch.setenv("NP_QUEUE_DIR", str(cache / "queue"))
+        yield cache
+
+
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test session gets its own estimate cache and device-queue folder, never the user's."""
-    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "np-cache"))
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own estimate cache and device-queue folder, never the user's nor another test's. The queue
+    is $NP_CACHE_DIR/queue, or $NP_QUEUE_DIR where np reads that. A test of sharing across commands uses this cache for
+    all of them, or sets NP_CACHE_DIR itself."""
+    cache = tmp_path / "np-cache"
+    monkeypatch.setenv("NP_CACHE_DIR", str(cache))
+    monkeypatch.setenv("NP_QUEUE_DIR", str(cache / "queue"))
+    return cache
+
+
+def copy_workspace(experiment: Path, dest: Path, *, cache: Path | None = None) -> Path:
+    """A private copy of the workspace holding `experiment` (a module fixture's finished run), for a test that
+    changes it; returns the experiment in the copy. With `cache` (the fixture module's cache), $NP_CACHE_DIR's
+    folder is filled with a copy of it too: the state a user has after that run, in folders of the test's own."""
+    from np_optimizer.workspace import WORKSPACE_FILE
+
+    root = next(p for p in experiment.parents if (p / WORKSPACE_FILE).is_file())
+    copied = dest / root.name
+    shutil.copytree(root, copied, symlinks=True)
+    if cache is not None:
+        shutil.copytree(cache, os.environ["NP_CACHE_DIR"], symlinks=True, dirs_exist_ok=True)
+    return copied / experiment.relative_to(root)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """The sha256 of every file under `root`, by relative path. A module fixture takes it after its run and compares
+    at teardown: a test that changed the shared run instead of a copy fails there, naming the files."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def assert_unchanged(root: Path, before: dict[str, str]) -> None:
+    after = tree_digest(root)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"a test changed these shared files under {root} instead of a copy (copy_workspace): {changed}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -41,15 +42,27 @@ def _snr(model: nn.Module, evaluation: list[tuple[torch.Tensor, ...]], reference
         return snr_db(reference, [model(*x) for x in evaluation])
 
 
+def _tensors(llm: SimpleNamespace) -> list[torch.Tensor]:
+    inputs = [t for sample in (*llm.calibration, *llm.evaluation) for t in sample]
+    return [*llm.model.state_dict().values(), *inputs, *llm.reference]
+
+
 @pytest.fixture(scope="module")
-def llm() -> SimpleNamespace:
+def llm() -> Iterator[SimpleNamespace]:
+    """The float tiny_llm, its calibration and evaluation windows: tests quantize a copy.deepcopy of the model, and
+    teardown checks that none changed the shared one (or its inputs) in place."""
     model, example = build_tiny_llm(0)
     windows = calibration_samples()
     evaluation = [example, *windows[-4:]]
     with torch.no_grad():
         reference = [model(*x) for x in evaluation]
-    return SimpleNamespace(model=model, example=example, calibration=windows[:16], evaluation=evaluation,
-                           reference=reference)
+    shared = SimpleNamespace(model=model, example=example, calibration=windows[:16], evaluation=evaluation,
+                             reference=reference)
+    before = [t.clone() for t in _tensors(shared)]
+    yield shared
+    after = _tensors(shared)
+    assert len(after) == len(before) and all(torch.equal(a, b) for a, b in zip(after, before)), \
+        "a test changed the shared tiny_llm or its windows in place: quantize copy.deepcopy(llm.model)"
 
 
 # Output SNR (dB) against the float model that each scheme must reach on tiny_llm with 16 calibration windows.

@@ -5,14 +5,15 @@ Each pass runs on a small model built to need it. Tolerances, stated once and us
   * numeric passes (fuse_conv_bn, fold_constants): max abs error <= 1e-5 x max|reference output|;
   * XNNPACK .pte run by the ExecuTorch runtime vs the passed program in eager: <= 1e-4 x scale
     (1e-2 for torchao's int8-activation program).
-Exported programs are shared through module-scoped fixtures; passes never mutate their input, and each test that
-needs its own copy says so.
+Exported programs are shared through module-scoped fixtures; passes never mutate their input, each test that
+needs its own copy says so, and each fixture checks at teardown that no test changed it.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -239,12 +240,24 @@ class PassRun(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Fixtures (module-scoped: export, quantize and pass once)
+# Fixtures (module-scoped: export, quantize and pass once; each checks at teardown that no test changed it)
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def _fingerprint(ep: torch.export.ExportedProgram, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a test that edits a shared program in place would change: graph, signature, state names, outputs."""
+    return str(ep.graph), str(ep.graph_signature), sorted(ep.state_dict), sorted(ep.constants), run(ep, args)
+
+
+def _assert_unchanged(before: tuple[Any, ...], ep: torch.export.ExportedProgram, args: tuple[Any, ...],
+                      what: str) -> None:
+    after = _fingerprint(ep, args)
+    assert before[:-1] == after[:-1] and max_abs_error(before[-1], after[-1]) == 0.0, \
+        f"a test changed the shared {what} in place: give it copy.deepcopy(...)"
+
+
 @pytest.fixture(scope="module")
-def pass_runs() -> dict[str, PassRun]:
+def pass_runs() -> Iterator[dict[str, PassRun]]:
     """Each pass applied once to the model built to need it."""
     passes = dict(PASSES)
     out = {}
@@ -253,18 +266,26 @@ def pass_runs() -> dict[str, PassRun]:
         args = (_randn(*shape),)
         ep = export(cls(), args)
         out[name] = PassRun(ep, op_histogram(ep), set(ep.state_dict), passes[name](ep), args)
-    return out
+    before = {name: (_fingerprint(r.before, r.args), _fingerprint(r.res.ep, r.args)) for name, r in out.items()}
+    yield out
+    for name, r in out.items():
+        _assert_unchanged(before[name][0], r.before, r.args, f"input program of {name}")
+        _assert_unchanged(before[name][1], r.res.ep, r.args, f"output program of {name}")
 
 
 @pytest.fixture(scope="module")
-def cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...], torch.export.ExportedProgram]:
+def cnn() -> Iterator[tuple[nn.Module, tuple[torch.Tensor, ...], torch.export.ExportedProgram]]:
     """The built-in sample CNN (two residual blocks, 6 bias-free conv+BN pairs, a linear) and its float program."""
     model, args = build_builtin("small_cnn")
-    return model, args, torch.export.export(model, args)
+    ep = torch.export.export(model, args)
+    before, state = _fingerprint(ep, args), {k: v.clone() for k, v in model.state_dict().items()}
+    yield model, args, ep
+    _assert_unchanged(before, ep, args, "small_cnn program")
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items()), "a test changed the shared small_cnn"
 
 
 @pytest.fixture(scope="module")
-def qep(cnn: Any) -> torch.export.ExportedProgram:
+def qep(cnn: Any) -> Iterator[torch.export.ExportedProgram]:
     """PT2E int8 program (XNNPACKQuantizer, per-channel), re-exported after convert_pt2e as the product does."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -277,11 +298,14 @@ def qep(cnn: Any) -> torch.export.ExportedProgram:
     prepared = prepare_pt2e(torch.export.export(copy.deepcopy(model), args).module(), q)
     for seed in range(4):
         prepared(_randn(*args[0].shape, seed=seed))
-    return torch.export.export(convert_pt2e(prepared), args)
+    ep = torch.export.export(convert_pt2e(prepared), args)
+    before = _fingerprint(ep, args)
+    yield ep
+    _assert_unchanged(before, ep, args, "PT2E program")
 
 
 @pytest.fixture(scope="module")
-def torchao_mlp() -> tuple[nn.Module, nn.Module, torch.export.ExportedProgram, tuple[torch.Tensor, ...]]:
+def torchao_mlp() -> Iterator[tuple[nn.Module, nn.Module, torch.export.ExportedProgram, tuple[torch.Tensor, ...]]]:
     """(float MLP, torchao int8-activation/int4-weight MLP, its exported program, inputs)."""
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerGroup
@@ -291,7 +315,10 @@ def torchao_mlp() -> tuple[nn.Module, nn.Module, torch.export.ExportedProgram, t
     qm = copy.deepcopy(m)
     quantize_(qm, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
     args = (_randn(2, 64),)
-    return m, qm, torch.export.export(qm, args), args
+    ep = torch.export.export(qm, args)
+    before = _fingerprint(ep, args)
+    yield m, qm, ep, args
+    _assert_unchanged(before, ep, args, "torchao program")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -9,10 +9,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run_np_subprocess
+from conftest import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 from np_optimizer.errors import EXIT_FAILED
 
@@ -20,8 +21,10 @@ LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERR
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """One np run of the MLP on raspberry_pi_5 (GO + GQ W8-A8), in a subprocess like a user's."""
+def finished_run(tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[tuple[Path, subprocess.CompletedProcess[str]]]:
+    """One np run of the MLP on raspberry_pi_5 (GO + GQ W8-A8), in a subprocess like a user's. Tests only read it; a
+    test that changes the experiment takes `own_run`, a copy."""
     from np_optimizer import api
 
     root = tmp_path_factory.mktemp("pipeline") / "ws"
@@ -30,7 +33,16 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpro
     proc = subprocess.run([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr
-    return exp, proc
+    before = tree_digest(root)
+    yield exp, proc
+    assert_unchanged(root, before)
+
+
+@pytest.fixture
+def own_run(finished_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path, module_cache: Path) -> Path:
+    """A copy of the finished run's workspace, and of its estimate cache as this test's own, for a test that changes
+    them."""
+    return copy_workspace(finished_run[0], tmp_path, cache=module_cache)
 
 
 def test_run_records_every_job(finished_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
@@ -75,8 +87,17 @@ def test_logs_follow_the_spec_format(finished_run: tuple[Path, subprocess.Comple
     assert "[Profiler] Compiling: input_model" in log and "[Profiler] Profiling: graph_quantize" in log
 
 
-def test_retry_reuses_unchanged_steps(finished_run: tuple[Path, subprocess.CompletedProcess[str]], run_np) -> None:
+def test_the_workspace_stores_no_absolute_path(finished_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """Tests that change a finished run work on a copy: np's files locate everything relative to the workspace."""
     exp, _ = finished_run
+    root = exp.parents[1]
+    needles = {str(root).encode(), str(root.resolve()).encode()}
+    assert [str(p.relative_to(root)) for p in root.rglob("*")
+            if p.is_file() and any(n in p.read_bytes() for n in needles)] == []
+
+
+def test_retry_reuses_unchanged_steps(own_run: Path, run_np) -> None:
+    exp = own_run
     before = {p.parent.name: json.loads(p.read_text())["output"]["sha256"] for p in exp.glob("*/job.json")}
     result = run_np("run", "--retry", "--json", cwd=exp)
     assert result.exit_code == 0, result.stderr
@@ -250,9 +271,8 @@ def test_each_scheme_quantizes_and_lowers(tmp_path: Path, backend: str, scheme: 
     assert compiled.status == "ok" and compiled.num_delegates >= 1, compiled.reason
 
 
-def test_steps_removed_from_run_yaml_are_set_aside(finished_run: tuple[Path, subprocess.CompletedProcess[str]],
-                                                   run_np) -> None:
-    exp, _ = finished_run
+def test_steps_removed_from_run_yaml_are_set_aside(own_run: Path, run_np) -> None:
+    exp = own_run
     (exp / "run.yaml").write_text('version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n'
                                   'profile:\n- OUTPUT_MODEL\n')
     result = run_np("run", "--retry", "--json", cwd=exp)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run_np_subprocess
+from conftest import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 from np_optimizer.errors import EXIT_FAILED, EXIT_USAGE
 
@@ -16,8 +17,9 @@ GO_GQ = 'version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - 
 
 
 @pytest.fixture(scope="module")
-def npu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The MLP on alif_e8 (Ethos-U85-256), GO + GQ W8-A8, profiled with mlia; run once for the module."""
+def npu_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The MLP on alif_e8 (Ethos-U85-256), GO + GQ W8-A8, profiled with mlia; run once for the module. Tests only read
+    it; a test that profiles or reruns takes a copy (`copy_workspace`)."""
     from np_optimizer import api
 
     root = tmp_path_factory.mktemp("npu") / "ws"
@@ -25,7 +27,9 @@ def npu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     exp = make_project(root, "mlp_npu", device="alif_e8")
     result = run_np_subprocess("run", cwd=exp)
     assert result.exit_code == 0, result.stderr
-    return exp
+    before = tree_digest(root)
+    yield exp
+    assert_unchanged(root, before)
 
 
 def _report(exp: Path) -> dict:
@@ -69,33 +73,35 @@ def test_mlia_numbers_equal_the_mlia_cli(npu_run: Path, tmp_path: Path) -> None:
 
 
 def test_reuse_force_and_corrupt_cache(npu_run: Path, run_np, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))
-    first = run_np("profile", "graph_quantize", "--json", cwd=npu_run)
+    exp = copy_workspace(npu_run, tmp_path)
+    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))  # shared by the commands below, empty at first
+    first = run_np("profile", "graph_quantize", "--json", cwd=exp)
     assert first.exit_code == 0 and first.json["reused"] is False
     key = first.json["results"][0]["cache"]["key"]
-    second = run_np("profile", "GRAPH_QUANTIZE", "--json", cwd=npu_run)
+    second = run_np("profile", "GRAPH_QUANTIZE", "--json", cwd=exp)
     assert second.json["reused"] is True and second.json["results"][0]["cache"]["key"] == key
     assert second.json["results"][0]["metrics"] == first.json["results"][0]["metrics"]
     assert "Reused an earlier mlia estimate" in second.json["results"][0]["notices"][0]
-    forced = run_np("profile", "graph_quantize", "--force", "--json", cwd=npu_run)
+    forced = run_np("profile", "graph_quantize", "--force", "--json", cwd=exp)
     assert forced.json["reused"] is False and forced.json["results"][0]["cache"]["forced"] is True
     entry = next((tmp_path / "cache" / "estimates").rglob(f"{key}.json"))
     entry.write_text("{ not json")
-    healed = run_np("profile", "graph_quantize", "--json", cwd=npu_run)
+    healed = run_np("profile", "graph_quantize", "--json", cwd=exp)
     assert healed.exit_code == 0 and healed.json["reused"] is False
     assert json.loads(entry.read_text())["key"] == key  # recomputed and stored again
     assert any("corrupt cached estimate" in w for w in healed.json["results"][0]["warnings"])
-    rounds = [r for r in _report(npu_run)["post_hoc"] if r["checkpoint"] == "GRAPH_QUANTIZE"]
-    assert len(rounds) >= 4 and all(r["trigger"] == "POSTHOC" for r in rounds)
-    assert run_np("run", "--retry", cwd=npu_run).exit_code == 0  # inline: the estimates above are reused
-    assert all(r["cache"]["reused"] for r in _report(npu_run)["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
-    assert run_np("run", "--retry", "--force", cwd=npu_run).exit_code == 0
-    inline = _report(npu_run)["profile"]["results"]
+    rounds = [r for r in _report(exp)["post_hoc"] if r["checkpoint"] == "GRAPH_QUANTIZE"]
+    assert len(rounds) == 4 and all(r["trigger"] == "POSTHOC" for r in rounds)
+    assert run_np("run", "--retry", cwd=exp).exit_code == 0  # inline: the estimates above are reused
+    assert all(r["cache"]["reused"] for r in _report(exp)["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
+    assert run_np("run", "--retry", "--force", cwd=exp).exit_code == 0
+    inline = _report(exp)["profile"]["results"]
     assert inline and all(r["cache"]["forced"] and not r["cache"]["reused"] for r in inline)
 
 
-def test_cached_profile_and_report_do_not_import_torch(npu_run: Path) -> None:
-    run_np_subprocess("profile", "graph_quantize", cwd=npu_run)  # make sure an estimate is cached
+def test_cached_profile_and_report_do_not_import_torch(npu_run: Path, tmp_path: Path, module_cache: Path) -> None:
+    exp = copy_workspace(npu_run, tmp_path, cache=module_cache)  # the run's estimates, in this test's own cache
+    run_np_subprocess("profile", "graph_quantize", cwd=exp)  # make sure an estimate is cached
     code = (
         "import sys\n"
         "from np_optimizer.cli.main import main\n"
@@ -103,7 +109,7 @@ def test_cached_profile_and_report_do_not_import_torch(npu_run: Path) -> None:
         "rc2 = main(['report', '--json'])\n"
         "print('HEAVY', [m for m in ('torch', 'executorch', 'torchao') if m in sys.modules], rc, rc2)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=npu_run, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=exp, capture_output=True, text=True, timeout=120)
     assert "HEAVY [] 0 0" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert '"reused": true' in proc.stdout
 
