@@ -164,3 +164,22 @@ def test_the_catalogue_offers_exactly_the_registered_methods() -> None:
 
     assert set(METHODS) == set(_methods())
     assert {m.method for d in DEVICES for m in d.methods} <= set(_methods())
+
+
+def _views() -> list[str]:
+    from np_optimizer.cli.report_views import report_views
+
+    return list(report_views())
+
+
+@pytest.mark.parametrize("view", _views())
+def test_each_report_view_renders_a_real_report(view: str, finished_on_host: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from np_optimizer.api.report import report
+    from np_optimizer.cli.report_views import get_report_view
+
+    record = report(experiment=str(finished_on_host))
+    capsys.readouterr()
+    get_report_view(view)(record)
+    printed = capsys.readouterr().out
+    assert "input_model" in printed.lower() and "graph_optimize" in printed.lower()
