@@ -3,14 +3,18 @@
     with DeviceLock("host", expected_s=12.0, label="input_model (pid 4242)", on_status=show) as lock:
         ...measure...          # no other np process measures on this device meanwhile
 
-Files, in `cache_root() / "queue"` ($NP_CACHE_DIR honoured), per device key K:
+Files, in queue_dir() (one folder per user, whatever the estimate cache's folder: $NP_QUEUE_DIR, else
+/tmp/np-queue-<uid>, mode 0700), per device key K:
   K.lock          fcntl.flock(LOCK_EX) on it. The kernel drops the lock when the holder dies (even kill -9), so a
-                  dead holder never blocks.
+                  dead holder never blocks. The local measuring process inherits it (local.py): the device is free
+                  again only when np and its measurement are both gone.
   K.holder.json   written by the holder: pid, label, started_at, expected_s, expected_end. Trusted only while that
                   pid lives.
   K.queue/*.json  one file per waiting job (pid, its start time, enqueued_ns, expected_s, label). Entries whose pid is
                   gone, or was reused (start time differs), are deleted by whoever sees them.
   K.history.json  startup overheads and latencies of earlier measurements, for the expected duration.
+A file that does not read back as a valid record (damaged, or JSON of another shape) is a warned miss: it is
+deleted with a warning and written anew when next needed.
 
 flock is not FIFO, so only the oldest live waiter tries the lock; a later job cannot overtake. A waiting job reports
 through `on_status(QueueStatus)`: "waiting" (on entry and whenever its place changes; estimated wait = the holder's
@@ -24,9 +28,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
+import math
 import os
 import re
+import shutil
 import socket
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +42,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from np_optimizer.errors import ConfigError
+
 __all__ = ["DeviceLock", "QueueStatus", "LockTimeout", "queue_dir", "device_key", "expected_duration",
-           "record_duration"]
+           "record_duration", "QUEUE_DIR_ENV"]
+
+QUEUE_DIR_ENV = "NP_QUEUE_DIR"
 
 DEFAULT_OVERHEAD_S = 8.0  # interpreter + torch import + load under load, before any history exists
 UNKNOWN_LATENCY_GUESS_S = 5.0  # the measuring part when this .pte was never measured here (capped by the timeout)
@@ -43,10 +55,34 @@ _HISTORY_KEEP = 8
 _HISTORY_MODELS = 64
 
 
-def queue_dir() -> Path:
-    from np_optimizer.profiler.cache import cache_root
+_log = logging.getLogger("np.DeviceQueue")
 
-    return cache_root() / "queue"
+
+def queue_dir() -> Path:
+    """The user's one queue folder: $NP_QUEUE_DIR (tests), else /tmp/np-queue-<uid>. Not under the estimate cache
+    ($NP_CACHE_DIR), nor under $XDG_RUNTIME_DIR or $TMPDIR: those differ between shells, cron jobs and SSH sessions
+    of the same user, and two folders would mean two queues for one device."""
+    override = os.environ.get(QUEUE_DIR_ENV)
+    if override:
+        return Path(override)
+    return Path("/tmp") / f"np-queue-{os.getuid()}"
+
+
+def _private_dir(path: Path, *, follow_links: bool) -> None:
+    """Create `path` (mode 0700), or check that it is a folder of this user's and make it 0700: other users must not
+    see nor plant queue files (/tmp is shared, so there a link is refused too)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = path.stat() if follow_links else path.lstat()
+    except OSError as exc:
+        raise ConfigError(f"The device queue folder {path} cannot be used: {exc.strerror or exc}.",
+                          hint=f"Free or fix it, or set {QUEUE_DIR_ENV} to a private folder.") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(f"The device queue folder {path} is not a folder of this user's (a link, a file, or "
+                          "another user's folder).", hint=f"Remove it, or set {QUEUE_DIR_ENV} to a private folder.")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        path.chmod(0o700)
 
 
 def device_key(device: str) -> str:
@@ -82,12 +118,72 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional(value: Any, kind: type) -> bool:
+    return value is None or isinstance(value, kind)
+
+
+def _valid_holder(data: dict[str, Any]) -> bool:
+    return (_integer(data.get("pid")) and _optional(data.get("pid_start"), int) and isinstance(data.get("host"), str)
+            and _optional(data.get("label"), str) and _number(data.get("expected_end", 0))
+            and _number(data.get("expected_s", 0)) and _number(data.get("started_at", 0)))
+
+
+def _valid_entry(data: dict[str, Any]) -> bool:
+    return (_integer(data.get("pid")) and _optional(data.get("pid_start"), int) and isinstance(data.get("host"), str)
+            and _integer(data.get("enqueued_ns")) and _optional(data.get("label"), str)
+            and _number(data.get("expected_s", 0)))
+
+
+def _valid_history(data: dict[str, Any]) -> bool:
+    overheads, latencies = data.get("overhead_s", []), data.get("latency_ms", {})
+    return (isinstance(overheads, list) and all(_number(x) and x >= 0 for x in overheads)
+            and isinstance(latencies, dict) and all(_number(x) and x >= 0 for x in latencies.values()))
+
+
+def _discard(path: Path, what: str, why: str) -> None:
+    """A queue file that is not a valid record: a warned miss, deleted so that it is written anew."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        _log.warning(f"The device queue's {what} {path} is damaged ({why}) and could not be removed ({exc}); it is "
+                     "ignored.")
+        return
+    _log.warning(f"The device queue's {what} {path} was damaged ({why}); it was removed and is not used.")
+
+
+def _read_record(path: Path, what: str, valid: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+    """The record in `path`; None when there is none, or when it is not a valid record (then it is discarded with
+    a warning)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except OSError as exc:
+        if path.is_dir():
+            _discard(path, what, "a folder where a file belongs")
+        else:
+            _log.warning(f"The device queue's {what} {path} cannot be read ({exc}); it is ignored.")
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON
+        _discard(path, what, "not JSON")
+        return None
+    if not isinstance(data, dict) or not valid(data):
+        _discard(path, what, "JSON of another shape")
+        return None
+    return data
 
 
 def _public(entry: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -127,10 +223,12 @@ class DeviceLock:
     released_at: float | None = None
     _fd: int | None = field(default=None, repr=False)
     _entry: Path | None = field(default=None, repr=False)
+    _record: dict[str, Any] | None = field(default=None, repr=False)  # the holder record this process wrote
 
     def __post_init__(self) -> None:
         self.key = device_key(self.device)
         self.dir = Path(self.directory) if self.directory else queue_dir()
+        self._default_dir = not self.directory and not os.environ.get(QUEUE_DIR_ENV)
         self.lock_path = self.dir / f"{self.key}.lock"
         self.holder_path = self.dir / f"{self.key}.holder.json"
         self.queue_path = self.dir / f"{self.key}.queue"
@@ -144,7 +242,7 @@ class DeviceLock:
         except OSError:
             return out
         for path in paths:
-            entry = _read_json(path)
+            entry = _read_record(path, "queue entry", _valid_entry)
             if entry is None:
                 continue
             if entry.get("host") == host and not pid_alive(int(entry["pid"]), entry.get("pid_start")):
@@ -157,7 +255,7 @@ class DeviceLock:
 
     def holder(self) -> dict[str, Any] | None:
         """The holder's record while a live process holds the lock, else None."""
-        record = _read_json(self.holder_path)
+        record = _read_record(self.holder_path, "holder record", _valid_holder)
         if record is None:
             return None
         if record.get("host") == socket.gethostname() and not pid_alive(int(record["pid"]), record.get("pid_start")):
@@ -175,9 +273,23 @@ class DeviceLock:
                 overdue, remaining = True, 0.0
         return remaining + sum(float(e.get("expected_s", 0)) for e in ahead), overdue
 
+    def fileno(self) -> int | None:
+        """The locked descriptor while this process holds the device: a child that inherits it keeps the device
+        locked until it exits too (local.py hands it to the measuring process)."""
+        return self._fd if self.acquired_at is not None and self.released_at is None else None
+
+    def _open(self) -> int:
+        """Make the folders and open the lock file, replacing whatever damaged thing stands where they belong."""
+        _private_dir(self.dir, follow_links=not self._default_dir)
+        if self.queue_path.exists() and not self.queue_path.is_dir():
+            _discard(self.queue_path, "queue folder", "a file where a folder belongs")
+        self.queue_path.mkdir(exist_ok=True)
+        if self.lock_path.is_dir() and not self.lock_path.is_symlink():
+            _discard(self.lock_path, "lock file", "a folder where a file belongs")
+        return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+
     def acquire(self, timeout: float | None = None) -> DeviceLock:
-        self.queue_path.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd = self._open()
         me = {"pid": os.getpid(), "pid_start": _proc_start(os.getpid()), "host": socket.gethostname(),
               "enqueued_ns": time.time_ns(), "enqueued_at": time.time(), "expected_s": self.expected_s,
               "label": self.label}
@@ -239,19 +351,20 @@ class DeviceLock:
     def _took_lock(self, me: dict[str, Any], waited: float, immediate: bool) -> None:
         self.acquired_at = time.time()
         self.waited_s = waited
-        _write_json(self.holder_path, {"pid": me["pid"], "pid_start": me["pid_start"], "host": me["host"],
-                                       "label": self.label, "started_at": self.acquired_at,
-                                       "expected_s": self.expected_s,
-                                       "expected_end": self.acquired_at + self.expected_s})
+        self._record = {"pid": me["pid"], "pid_start": me["pid_start"], "host": me["host"], "label": self.label,
+                        "started_at": self.acquired_at, "expected_s": self.expected_s,
+                        "expected_end": self.acquired_at + self.expected_s}
+        if self.holder_path.is_dir() and not self.holder_path.is_symlink():
+            _discard(self.holder_path, "holder record", "a folder where a file belongs")
+        _write_json(self.holder_path, self._record)
         self._drop_entry()
         self.on_status(QueueStatus("acquired", self.device, waited_s=waited, immediate=immediate))
 
     def update_expected(self, remaining_s: float) -> None:
         """Holder: revise the expected remaining time (waiters see it in their next estimate)."""
-        record = _read_json(self.holder_path) or {}
-        if record.get("pid") == os.getpid():
-            record["expected_end"] = time.time() + remaining_s
-            _write_json(self.holder_path, record)
+        if self._record is not None and self.fileno() is not None:
+            self._record["expected_end"] = time.time() + remaining_s
+            _write_json(self.holder_path, self._record)
 
     def _drop_entry(self) -> None:
         if self._entry is not None:
@@ -259,13 +372,14 @@ class DeviceLock:
             self._entry = None
 
     def release(self) -> None:
+        """Close the lock's descriptor. No LOCK_UN: that would unlock it for a child that still holds it too; the
+        kernel unlocks when the last descriptor is closed."""
         if self._fd is None:
             return
-        record = _read_json(self.holder_path)
+        record = _read_record(self.holder_path, "holder record", _valid_holder)
         if record and record.get("pid") == os.getpid():
             self.holder_path.unlink(missing_ok=True)
         self.released_at = time.time()
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
 
@@ -285,7 +399,7 @@ def expected_duration(device: str, pte_sha256: str | None, *, runs: int, warmup:
                       directory: Path | None = None) -> tuple[float, str]:
     """(seconds, how it was estimated) of a measurement: the device's usual startup overhead plus the runs at this
     .pte's last known latency (capped by the timeout); rough guesses where nothing was measured yet."""
-    history = _read_json(_history_path(device, directory)) or {}
+    history = _read_record(_history_path(device, directory), "history", _valid_history) or {}
     overheads = [float(x) for x in history.get("overhead_s", [])]
     overhead = sorted(overheads)[len(overheads) // 2] if overheads else DEFAULT_OVERHEAD_S
     latency_ms = (history.get("latency_ms") or {}).get(pte_sha256 or "")
@@ -302,15 +416,15 @@ def record_duration(device: str, pte_sha256: str | None, *, overhead_s: float, l
                     directory: Path | None = None) -> None:
     """Remember a measurement's startup overhead and median latency for later estimates (best effort)."""
     path = _history_path(device, directory)
-    history = _read_json(path) or {}
+    history = _read_record(path, "history", _valid_history) or {}
     history["overhead_s"] = ([*history.get("overhead_s", []), round(overhead_s, 3)])[-_HISTORY_KEEP:]
     latencies = dict(history.get("latency_ms") or {})
-    if pte_sha256 and latency_ms is not None:
+    if pte_sha256 and latency_ms is not None and _number(latency_ms):
         latencies.pop(pte_sha256, None)
         latencies[pte_sha256] = latency_ms
     history["latency_ms"] = dict(list(latencies.items())[-_HISTORY_MODELS:])
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _private_dir(path.parent, follow_links=directory is not None or bool(os.environ.get(QUEUE_DIR_ENV)))
         _write_json(path, history)
-    except OSError:
+    except (OSError, ConfigError):
         pass

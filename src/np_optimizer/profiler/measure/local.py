@@ -5,6 +5,10 @@ A fresh process per measurement, because the memory figures are high-water marks
 process that already ran other programs would report their peaks) and because a hung execute call can only be
 stopped from outside (the runtime holds the GIL). The script's own supervisor does that stopping; the subprocess
 timeout here is a last guard against a wedged supervisor.
+
+The measuring processes die with np (measure_pte/parent.py), and the supervisor inherits the device queue's lock
+(`hold_fds`): the kernel releases it only when np and the supervisor have both closed it, so after a kill -9 of np
+the next measurement gets the device once the supervisor has stopped its worker, not before.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from np_optimizer.profiler.measure import (
@@ -36,9 +41,10 @@ def _tail(text: str, n: int = 40) -> list[str]:
 
 
 def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = None,
-                  where: str = "this machine (host)") -> Measurement:
+                  where: str = "this machine (host)", hold_fds: Sequence[int] = ()) -> Measurement:
     """Run the measuring script on `pte`; returns its document, or raises MeasureError or DeviceUnreachableError
-    (document attached when there is one). A timeout that expires is not a failure: the document says partial."""
+    (document attached when there is one). A timeout that expires is not a failure: the document says partial.
+    `hold_fds` (the device lock's descriptor) stay open in the measuring process until it exits."""
     python = python or sys.executable
     cmd = [python, str(script_archive()), str(pte), *script_args(options)]
     guard = options.load_timeout_s + options.timeout_s + options.kill_grace_s + _GUARD_MARGIN_S
@@ -46,7 +52,8 @@ def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = No
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=guard, env=env)
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=guard, env=env,
+                              pass_fds=tuple(hold_fds))
     except FileNotFoundError as exc:
         raise measure_failure("NP-DEV-426", f"Python {python} was not found on {where}: {exc}",
                              "Check the Python used for measuring.", kind="python_not_found") from exc

@@ -1,10 +1,15 @@
 """Measure a .pte on a remote device over SSH, with the system `ssh` client (no paramiko).
 
 One SSH connection per measurement: a tar stream holding the measuring script (the zipapp measure_pte.pyz, the same
-file local runs use) and the .pte goes to the stdin of `<remote python> -c BOOTSTRAP`; the bootstrap, run by that
-same Python, unpacks it into a fresh folder under the device's work_dir, runs the script, removes the folder and
-exits with the script's code. So the device needs only
-sh and a Python with torch and the ExecuTorch runtime: no scp, sftp server, tar or mktemp.
+file local runs use) and the .pte goes to the stdin of `<remote python> -c BOOTSTRAP`, after a line with its length;
+the bootstrap, run by that same Python, unpacks it into a fresh folder under the device's work_dir, runs the script,
+removes the folder and exits with the script's code. So the device needs only sh and a Python with torch and the
+ExecuTorch runtime: no scp, sftp server, tar or mktemp.
+
+np keeps the connection's stdin open after the payload until the measurement ends. Its end (EOF) on the device means
+np or the connection is gone (np killed, even with kill -9, closes its end; ssh forwards that; a dropped connection
+closes it too): the bootstrap then stops the script (SIGTERM; its supervisor kills its worker) and removes the folder,
+so nothing keeps measuring on a device that the queue has given to the next measurement.
 
 ssh runs with BatchMode=yes (never prompts), ConnectTimeout, StrictHostKeyChecking=accept-new, ServerAlive probes
 and LogLevel=ERROR (hides "Permanently added ..." but keeps "Permission denied"). $NP_SSH_KNOWN_HOSTS and
@@ -25,6 +30,7 @@ import re
 import shlex
 import subprocess
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +56,37 @@ __all__ = ["SshTarget", "target_for", "measure_remote", "classify_ssh_failure", 
 # Runs on the device under the remote Python (any Python 3). argv: work_dir, then the script's arguments with
 # @DIR@ standing for the unpacked folder.
 BOOTSTRAP = r"""
-import os, shutil, subprocess, sys, tarfile, tempfile
+import os, shutil, subprocess, sys, tarfile, tempfile, threading, time
+class Payload(object):
+    # the tar stream: the first N bytes of stdin, N on the line before them (stdin stays open after them)
+    def __init__(self):
+        head = b""
+        while not head.endswith(b"\n"):
+            c = os.read(0, 1)
+            if not c or len(head) > 20:
+                raise EOFError("no payload")
+            head += c
+        self.left = int(head)
+    def read(self, n=-1):
+        n = self.left if n is None or n < 0 else min(n, self.left)
+        out = os.read(0, n) if n > 0 else b""
+        if n > 0 and not out:
+            raise EOFError("the payload ended early")
+        self.left -= len(out)
+        return out
+def stop_when_np_is_gone(p):
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    if p.poll() is None:  # np or the connection is gone: stop the script (its supervisor kills its worker)
+        p.terminate()
+        for _ in range(200):
+            if p.poll() is not None:
+                return
+            time.sleep(0.1)
+        p.kill()
 base = os.path.expanduser(sys.argv[1])
 try:
     os.makedirs(base, exist_ok=True)
@@ -60,14 +96,18 @@ except OSError as e:
     d = tempfile.mkdtemp(prefix="np-measure-")
 rc = 90
 try:
-    t = tarfile.open(fileobj=sys.stdin.buffer, mode="r|")
+    t = tarfile.open(fileobj=Payload(), mode="r|")
     try:
         t.extractall(d, filter="data")
     except TypeError:
         t.extractall(d)
     args = [a.replace("@DIR@", d) for a in sys.argv[2:]]
     sys.stdout.flush()
-    rc = subprocess.call([sys.executable, os.path.join(d, "measure_pte.pyz")] + args, stdin=subprocess.DEVNULL)
+    p = subprocess.Popen([sys.executable, os.path.join(d, "measure_pte.pyz")] + args, stdin=subprocess.DEVNULL)
+    w = threading.Thread(target=stop_when_np_is_gone, args=(p,))
+    w.daemon = True
+    w.start()
+    rc = p.wait()
 except Exception as e:
     sys.stderr.write("np bootstrap failed: %s: %s\n" % (type(e).__name__, e))
 finally:
@@ -170,6 +210,46 @@ def _tar(files: dict[str, Path]) -> bytes:
     return buffer.getvalue()
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write `data` to the pipe `fd`; stops quietly when the reader is gone (ssh ended: its exit says why)."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        pass
+
+
+def _run_ssh(command: list[str], payload: bytes, timeout: float) -> tuple[int, bytes, bytes]:
+    """Run ssh with `payload` (after a line giving its length) on its stdin, which stays open until ssh ends: its
+    close is what tells the device that np is gone. Returns (exit code, stdout, stderr); raises
+    subprocess.TimeoutExpired (ssh killed) after `timeout` s."""
+    read_end, write_end = os.pipe()  # not inherited by other children (PEP 446): only np holds the write end
+    try:
+        proc = subprocess.Popen(command, stdin=read_end, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    feeder = threading.Thread(target=_write_all, args=(write_end, b"%d\n" % len(payload) + payload), daemon=True)
+    feeder.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:  # stop ssh (its end of the pipe closes, so the feeder stops too)
+        proc.kill()
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(command, timeout, output=out, stderr=err) from exc
+    except BaseException:  # Ctrl+C
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        feeder.join(timeout=5)
+        os.close(write_end)
+    return proc.returncode, out, err
+
+
 def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, python: str = "python3",
                    work_dir: str = "/tmp/np-measure", device: str | None = None) -> Measurement:
     """Run the measuring script on `target` with `python`; returns the document with a "remote" section added, or
@@ -184,7 +264,7 @@ def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, pyt
     guard = 2 * target.connect_timeout + options.load_timeout_s + options.timeout_s + options.kill_grace_s + 60
     start = time.monotonic()
     try:
-        proc = subprocess.run(target.ssh_command(remote_cmd), input=payload, capture_output=True, timeout=guard)
+        returncode, stdout, stderr = _run_ssh(target.ssh_command(remote_cmd), payload, guard)
     except subprocess.TimeoutExpired as exc:
         err = (exc.stderr or b"").decode("utf-8", "replace")
         raise measure_failure("NP-DEV-504", f"No answer from {where} within {guard:g} s.",
@@ -194,26 +274,26 @@ def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, pyt
         raise measure_failure("NP-DEV-502", "The `ssh` client is not installed on this machine.",
                              "Install it (Debian: apt-get install openssh-client).", kind="ssh_error") from exc
     wall = time.monotonic() - start
-    out = proc.stdout.decode("utf-8", "replace")
-    err = proc.stderr.decode("utf-8", "replace")
+    out = stdout.decode("utf-8", "replace")
+    err = stderr.decode("utf-8", "replace")
     tail = [ln for ln in err.splitlines() if ln.strip()][-40:]
-    failure = classify_ssh_failure(proc.returncode, err, where)
+    failure = classify_ssh_failure(returncode, err, where)
     if failure is not None:
         raise failure
     doc = parse_document(out)
     if doc is None:
-        if proc.returncode in (126, 127):
+        if returncode in (126, 127):
             raise measure_failure("NP-DEV-426", f"Python {python} was not found on {where}: {_last(err)}",
                                  "Set `python:` for the device in devices.yaml to the path of a Python with the "
                                  "ExecuTorch runtime.", kind="python_not_found", stderr_tail=tail)
-        reason = _last(err) or out[-200:] or f"exit code {proc.returncode}"
-        what = "could not unpack the files" if proc.returncode == _BOOTSTRAP_FAILED else "printed no result"
+        reason = _last(err) or out[-200:] or f"exit code {returncode}"
+        what = "could not unpack the files" if returncode == _BOOTSTRAP_FAILED else "printed no result"
         raise measure_failure("NP-DEV-502", f"The measurement on {where} {what}: {reason}",
                              "Check the remote Python (3.8 or newer) and free space in its work_dir.",
                              kind="protocol", stderr_tail=tail)
     doc["remote"] = {"host": target.host, "user": target.user, "port": target.port, "python": python,
                      "work_dir": work_dir, "ssh_wall_s": wall, "uploaded_bytes": len(payload),
-                     "exit_code": proc.returncode}
+                     "exit_code": returncode}
     if not doc.get("ok"):
         raise failure_from_doc(doc, where=where, python=python, pte_name=Path(pte).name, stderr_tail=tail)
     return Measurement(doc=doc, transport=target.transport, wall_s=wall, python=python, stderr_tail=tail)

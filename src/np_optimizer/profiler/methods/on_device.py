@@ -2,7 +2,9 @@
 
 On `host` the measuring script runs in a fresh subprocess of this venv's Python; on a device with an SSH destination
 in devices.yaml it runs with the device's Python over SSH. Each measurement holds the device's queue lock (one
-measurement per device at a time, across np processes); the timeout bounds the measurement only, never the wait.
+measurement per device at a time, across np processes; on host the measuring process holds it too, so the device is
+free only when that process is gone); the measuring processes die with np, here and on SSH devices. The timeout
+bounds the measurement only, never the wait.
 Latency is the mean of the timed runs (the spec's "average latency"), with median, percentiles and spread beside it;
 memory is the resident high-water mark above the measuring process's baseline. Static counts (weights, MACs,
 parameters) come from the checkpoint's job record and are labelled as such. Results are never cached.
@@ -102,10 +104,11 @@ def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueRepo
                       warn_slack_ratio=0.25)
 
 
-def _measure(request: ProfileRequest, options: MeasureOptions) -> Measurement:
+def _measure(request: ProfileRequest, options: MeasureOptions, lock: DeviceLock) -> Measurement:
     assert request.pte_path is not None
     if request.device.local:
-        return measure_local(request.pte_path, options)
+        fd = lock.fileno()
+        return measure_local(request.pte_path, options, hold_fds=() if fd is None else (fd,))
     remote = request.remote
     assert remote is not None
     return measure_remote(target_for(remote), request.pte_path, options, python=remote.python,
@@ -245,7 +248,7 @@ def profile(request: ProfileRequest) -> MethodOutput:
     lock = _lock(request, options, reporter)
     try:
         with lock:  # held around the measurement only; the timeout starts inside
-            measurement = _measure(request, options)
+            measurement = _measure(request, options, lock)
     except (MeasureError, DeviceUnreachableError) as failure:
         # what the failed round keeps besides the error: the script's document, the log tail, where it ran
         failure.context = {"warnings": reporter.warnings, "artifacts": _write_raw(request, failure.doc),

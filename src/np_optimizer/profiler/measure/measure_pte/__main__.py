@@ -16,9 +16,11 @@ every 0.5 s so the supervisor wakes up rarely) to the supervisor. --no-guard run
 
 Exit codes: 0 ok (also partial), 2 usage, 3 file not found, 4 runtime missing (no torch/executorch in this Python),
 5 load failed (invalid .pte, backend not registered, method missing), 6 input error, 7 execute failed, 8 hung (an
-execute call or the load did not return), 9 worker crashed, 10 internal error, 11 interrupted (SIGINT/SIGTERM/SIGHUP
-before any sample; after some samples the result comes back as partial). On error stdout holds
-{"ok": false, "error": {"kind", "message", ...}, ...}.
+execute call or the load did not return), 9 worker crashed, 10 internal error, 11 interrupted (SIGINT/SIGTERM/SIGHUP,
+or the process that started this one is gone, before any sample; after some samples the result comes back as
+partial). On error stdout holds {"ok": false, "error": {"kind", "message", ...}, ...}.
+
+The measuring processes die with the process that started them (parent.py): a killed np leaves nothing running.
 """
 
 from __future__ import annotations

@@ -1,7 +1,13 @@
 """The supervisor: a small process that starts the worker (this same code, with --_worker), reads its events, and
 kills it when the load outlives --load-timeout or a call outlives the timeout plus --kill-grace. The runtime holds
 the GIL during an execute call, so only a separate process can stop a call that hangs and still report the samples
-taken before it."""
+taken before it.
+
+The measuring processes die with their requester (parent.py): when the process that started the supervisor is gone
+(np killed, or the SSH bootstrap gone with its connection), the supervisor is told by a death signal (Linux) or sees
+it in its event loop (at most a second later), kills its worker and exits; a worker whose supervisor dies is killed
+by the kernel. So a killed np never leaves a measurement running on a device that the queue already gave to the
+next one."""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from typing import IO, List, Optional, Sequence
 
 from .document import assemble, log_tail
 from .options import WORKER_FLAG, Options
-from .protocol import EXIT, Json, exit_code, now_stamp, print_doc
+from .parent import ParentWatch, dies_with_parent, set_death_signal
+from .protocol import EXIT, Json, exit_code, now_stamp
 
 _LOAD_KINDS_WITH_LOG = ("load_failed", "invalid_pte", "backend_not_registered", "execute_failed")
 
@@ -41,6 +48,7 @@ class Watch:
     loaded_at: Optional[float] = None  # time.monotonic() of the "loaded" event
     hung: Optional[str] = None  # why the worker was stopped
     interrupted: List[int] = field(default_factory=list)  # signals received
+    orphaned: bool = False  # the process that asked for this measurement is gone
 
     def take(self, line: bytes) -> None:
         try:
@@ -65,13 +73,29 @@ def _catch_signals(watch: Watch) -> None:
             pass
 
 
-def _watch(stdout: IO[bytes], o: Options) -> Watch:
-    """Read events until the worker closes its stdout, a deadline passes (watch.hung says which) or a signal
-    comes."""
-    watch = Watch()
-    _catch_signals(watch)
+def _watch(stdout: IO[bytes], o: Options, watch: Watch, parent: ParentWatch) -> None:
+    """Read events until the worker closes its stdout, a deadline passes (watch.hung says which), a signal comes or
+    the requester is gone. A signal wakes the wait at once (signal.set_wakeup_fd), so the worker stops right away."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    try:
+        previous = signal.set_wakeup_fd(wake_w)
+    except ValueError:  # not the main thread: signals are still seen, within a second
+        previous = None
+    try:
+        _read_events(stdout, o, watch, parent, wake_r)
+    finally:
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+def _read_events(stdout: IO[bytes], o: Options, watch: Watch, parent: ParentWatch, wake: int) -> None:
     sel = selectors.DefaultSelector()
     sel.register(stdout, selectors.EVENT_READ)
+    sel.register(wake, selectors.EVENT_READ)
     started_mono = time.monotonic()
     buf = b""
     while True:
@@ -83,13 +107,23 @@ def _watch(stdout: IO[bytes], o: Options) -> Watch:
             limit = watch.loaded_at + o.timeout + o.kill_grace
             what = ("an execute call did not return: stopped %g s after the timeout of %g s"
                     % (o.kill_grace, o.timeout))
+        if parent.gone():
+            watch.orphaned = True
+            watch.hung = "the process that asked for this measurement (pid %d) is gone" % parent.parent
+            break
         if watch.interrupted:
             watch.hung = "interrupted by signal %d" % watch.interrupted[0]
             break
         if now >= limit:
             watch.hung = what
             break
-        if not sel.select(timeout=min(1.0, limit - now)):
+        ready = [key.fileobj for key, _mask in sel.select(timeout=min(1.0, limit - now))]
+        if wake in ready:  # a signal came: the checks above say what to do
+            try:
+                os.read(wake, 512)
+            except OSError:
+                pass
+        if stdout not in ready:
             continue
         chunk = os.read(stdout.fileno(), 65536)
         if not chunk:
@@ -98,13 +132,12 @@ def _watch(stdout: IO[bytes], o: Options) -> Watch:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             watch.take(line)
-    return watch
 
 
 def _verdict(o: Options, watch: Watch, started: Json, rc_worker: int, tail: List[str]) -> Json:
     """The document for what the worker reported, or for how it ended when it could not report."""
     events, worker_error, hung = watch.events, watch.worker_error, watch.hung
-    stopped_kind = "interrupted" if watch.interrupted else "hung"
+    stopped_kind = "interrupted" if watch.interrupted or watch.orphaned else "hung"
     if worker_error is not None:
         if worker_error["kind"] in _LOAD_KINDS_WITH_LOG:
             worker_error["runtime_log"] = [ln for ln in tail if "cpuinfo" not in ln][-10:]
@@ -136,15 +169,33 @@ def _verdict(o: Options, watch: Watch, started: Json, rc_worker: int, tail: List
     return doc
 
 
+def _write(stream: IO[str], text: str) -> None:
+    """Write to a stream whose reader may be gone (np killed, connection dropped): nobody to tell, so say nothing,
+    and point the descriptor at /dev/null so the interpreter's exit does not complain either."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+
 def main_supervisor(o: Options, argv: Sequence[str]) -> int:
     """Run the worker with `argv` (this run's arguments), print the one document, return its exit code."""
     started = now_stamp()
+    parent = ParentWatch()
+    watch = Watch()
+    _catch_signals(watch)  # before the death signal, so that it is handled (it stops the worker) from the start
+    set_death_signal(signal.SIGTERM)
     errf = tempfile.TemporaryFile(mode="w+b")  # the worker's stderr: the runtime's native log
     cmd = [sys.executable, *self_command(), WORKER_FLAG, *argv]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf,
+                            preexec_fn=dies_with_parent(signal.SIGKILL))
     if proc.stdout is None:
         raise RuntimeError("the worker's stdout is not a pipe")
-    watch = _watch(proc.stdout, o)
+    _watch(proc.stdout, o, watch, parent)
     if watch.hung is not None:
         proc.kill()
     try:
@@ -156,8 +207,7 @@ def main_supervisor(o: Options, argv: Sequence[str]) -> int:
     log_text = errf.read().decode("utf-8", "replace")
     errf.close()
     if log_text:
-        sys.stderr.write(log_text)
-        sys.stderr.flush()
+        _write(sys.stderr, log_text)
     doc = _verdict(o, watch, started, rc_worker, log_tail(log_text))
-    print_doc(doc, sys.stdout, o.pretty)
+    _write(sys.stdout, json.dumps(doc, indent=1 if o.pretty else None) + "\n")
     return int(doc["exit_code"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import traceback
 
 from .document import assemble
@@ -13,6 +14,7 @@ from .inputs import build_inputs, check_inputs, describe, make_inputs, method_in
 from .load import import_runtime, load_method
 from .memory import memory_section, read_status, reset_hwm
 from .options import Options
+from .parent import set_death_signal
 from .protocol import Emitter, MeasureError, error_dict, exit_code, now_stamp, print_doc, private_stdout
 from .pte import find_plan, model_section
 from .timing import timed_runs
@@ -88,6 +90,7 @@ def main_worker(o: Options) -> int:
 def main_direct(o: Options) -> int:
     """--no-guard: measure in this process and print the document (a hung call hangs it)."""
     started = now_stamp()
+    set_death_signal(signal.SIGTERM)  # no supervisor to stop it: it ends with its requester
     out = private_stdout()
     em = Emitter(None)
     try:
