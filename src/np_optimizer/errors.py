@@ -99,6 +99,8 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-EXP-409", EXIT_USAGE, "An experiment of that name exists."),
     ("NP-EXP-412", EXIT_CONFIG, "The experiment has nothing of that kind yet (no compiled program to export)."),
     ("NP-EXP-422", EXIT_USAGE, "An unsupported --steps combination."),
+    ("NP-EXP-423", EXIT_CONFIG, "Another np process (named, with its pid and start time) is running or profiling the "
+                                "experiment; nothing was done."),
     ("NP-MDL-404", EXIT_CONFIG, "The model (file, factory or built-in name) cannot be found."),
     ("NP-MDL-422", EXIT_CONFIG, "The model cannot be loaded, traced or read."),
     ("NP-MDL-500", EXIT_CONFIG, "torch.export could not export the model."),

@@ -128,7 +128,11 @@ def profile(ids: list[str] | None = None, *, experiment: str | None = None, proj
     from np_optimizer.logs import quiet_native_output, run_logging
 
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
-    with run_logging(exp.log_file, console_write), quiet_native_output(exp.log_file):
+    from np_optimizer.workspace.run_lock import run_lock
+
+    # Shared: np profiles run side by side (the device queue orders their measurements), never beside an np run.
+    with run_lock(exp, "np profile", exclusive=False), run_logging(exp.log_file, console_write), \
+            quiet_native_output(exp.log_file):
         return _profile(exp, ids, method=method, device=device, runtime=runtime, backend=backend, force=force,
                         profile_opts=profile_opts, progress=progress)
 

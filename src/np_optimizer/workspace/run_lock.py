@@ -1,0 +1,236 @@
+"""The run lock: one `np run` per experiment at a time, and no `np profile` beside it.
+
+    with run_lock(experiment, "np run", exclusive=True):      # np profile: exclusive=False
+        ...
+
+`np run` takes it exclusively; `np profile` takes it shared, so post-hoc rounds may run side by side (the device queue
+orders their measurements) while neither a second `np run` nor an `np profile` starts beside an `np run`, which
+compiles over the .pte files the others would measure. `np report` and `np status` never take it. A command that
+finds the experiment busy does not wait: it raises NP-EXP-423 (exit 3) naming each process in the way, by pid and
+start time.
+
+It is an flock on `<experiment>/.run.lock`, so the kernel drops it when its holder dies (even kill -9): a lock left by
+a dead process is never an obstacle. Who holds it is recorded in `<experiment>/.run-holders/<pid>.json` (pid, the
+process's start time in clock ticks since boot from /proc/<pid>/stat, the command, when it took the lock). A record
+whose pid is gone, or now belongs to another process (same pid, another start time: a reused pid), is stale: it is
+never named, and whoever sees it deletes it. The descriptor is not inherited by child processes (PEP 446).
+Taken again in the same process (nested calls), it is shared with the outer holder, not waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.errors import ConfigError
+from np_optimizer.workspace.files import write_json
+from np_optimizer.workspace.layout import Experiment
+
+__all__ = ["run_lock", "run_lock_holders", "RunHolder", "LOCK_FILE", "HOLDERS_DIR"]
+
+LOCK_FILE = ".run.lock"
+HOLDERS_DIR = ".run-holders"
+BUSY_CODE = "NP-EXP-423"
+_RECORD_WAIT_S = 1.0  # how long a refused command waits for the holder's record (it writes it right after locking)
+
+
+@dataclass(frozen=True)
+class RunHolder:
+    """A live process holding an experiment's run lock."""
+
+    pid: int
+    command: str  # "np run" | "np profile"
+    exclusive: bool
+    started: float  # the process's start, wall clock (epoch s)
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
+        return f"{self.command} (pid {self.pid}, started {when})"
+
+
+@dataclass
+class _Held:
+    fd: int
+    exclusive: bool
+    depth: int
+    record: Path
+
+
+_held: dict[Path, _Held] = {}
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    """Whether `pid` is the same live process that started at `start` (not a zombie, not a reused pid)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        if Path("/proc/self/stat").exists():
+            return False  # /proc works: no such process
+        try:  # no /proc: the pid alone
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    if fields[0] in ("Z", "X"):
+        return False
+    now = _start_ticks(pid)
+    return start is None or now is None or now == start
+
+
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _started(start_ticks: int | None, fallback: float) -> float:
+    """The process's start as wall-clock time, from its start ticks; `fallback` when /proc cannot say."""
+    boot = _boot_time()
+    if start_ticks is None or boot is None:
+        return fallback
+    return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _record(path: Path) -> dict[str, Any] | None:
+    """A holder record, or None (then deleted) when it is damaged: a record is only ever a hint."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        data = None
+    pid, start, when = (data.get(k) for k in ("pid", "pid_start", "locked_at")) if isinstance(data, dict) else \
+        (None, None, None)
+    if (isinstance(data, dict) and isinstance(pid, int) and not isinstance(pid, bool)
+            and (start is None or isinstance(start, int)) and isinstance(data.get("command"), str)
+            and isinstance(when, (int, float)) and math.isfinite(when)):
+        return data
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return None
+
+
+def run_lock_holders(root: Path) -> list[RunHolder]:
+    """The live processes recorded as holding the run lock of the experiment at `root`; stale records (a dead
+    process, a reused pid) are deleted."""
+    out: list[RunHolder] = []
+    try:
+        paths = sorted((root / HOLDERS_DIR).glob("*.json"))
+    except OSError:
+        return out
+    for path in paths:
+        data = _record(path)
+        if data is None:
+            continue
+        pid, start = int(data["pid"]), data.get("pid_start")
+        if not _alive(pid, start):
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        out.append(RunHolder(pid, str(data["command"]), bool(data.get("exclusive")),
+                             _started(start, float(data["locked_at"]))))
+    return out
+
+
+def _busy(experiment: Experiment, command: str, exclusive: bool) -> ConfigError:
+    """The error for a command refused: who is in the way, and what to do."""
+    deadline = time.monotonic() + _RECORD_WAIT_S
+    holders = run_lock_holders(experiment.root)
+    while not holders and time.monotonic() < deadline:  # the holder locked, and is writing its record
+        time.sleep(0.05)
+        holders = run_lock_holders(experiment.root)
+    if holders:
+        who = "; ".join(h.describe() for h in holders)
+        kill = " ".join(str(h.pid) for h in holders)
+    else:
+        who, kill = "another np process (it has not said which yet)", "<pid>"
+    need = "needs the experiment alone" if exclusive else "cannot run beside it (it may compile the programs again)"
+    return ConfigError(f"Experiment {experiment.name} is busy: {who} is using it, and {command} {need}.",
+                       hint=f"Wait until it ends (`np status` shows its progress; `np report` works meanwhile), or "
+                            f"stop it (`kill {kill}`); then run {command} again.", code=BUSY_CODE)
+
+
+def _try_flock(fd: int, exclusive: bool) -> bool:
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+
+
+@contextlib.contextmanager
+def run_lock(experiment: Experiment, command: str, *, exclusive: bool) -> Iterator[None]:
+    """Hold the experiment's run lock (exclusive for np run, shared for np profile) for the duration of the block;
+    raises ConfigError NP-EXP-423 at once when another process is in the way."""
+    root = experiment.root.resolve()
+    held = _held.get(root)
+    if held is not None:  # nested in this process: the outer holder's lock serves
+        if exclusive and not held.exclusive:
+            if not _try_flock(held.fd, True):
+                raise _busy(experiment, command, exclusive)
+            held.exclusive = True
+        held.depth += 1
+        try:
+            yield
+        finally:
+            held.depth -= 1
+        return
+    try:
+        fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"The run lock {root / LOCK_FILE} cannot be opened: {exc.strerror or exc}.",
+                          hint="Check the experiment folder's permissions.") from exc
+    try:
+        try:
+            locked = _try_flock(fd, exclusive)
+        except OSError as exc:
+            raise ConfigError(f"The run lock {root / LOCK_FILE} cannot be taken: {exc.strerror or exc}.",
+                              hint="Keep the workspace on a local file system that supports flock.") from exc
+        if not locked:
+            raise _busy(experiment, command, exclusive)
+        record = root / HOLDERS_DIR / f"{os.getpid()}.json"
+        _held[root] = _Held(fd, exclusive, 1, record)
+        run_lock_holders(root)  # clears the records of dead holders
+        write_json(record, {"pid": os.getpid(), "pid_start": _start_ticks(os.getpid()), "command": command,
+                            "exclusive": exclusive, "locked_at": time.time()})
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                record.unlink()
+    finally:
+        _held.pop(root, None)
+        os.close(fd)  # the kernel unlocks
