@@ -89,7 +89,10 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-CFG-400", EXIT_CONFIG, "Something is set up wrongly."),
     ("NP-CFG-404", EXIT_CONFIG, "Something np looked for is not there."),
     ("NP-CFG-422", EXIT_CONFIG, "A combination np does not support."),
+    ("NP-WS-400", EXIT_CONFIG, "np cannot make a workspace there (a file is in the way, or the folder cannot be "
+                               "created)."),
     ("NP-WS-404", EXIT_CONFIG, "No np workspace here."),
+    ("NP-WS-500", EXIT_CONFIG, "np-workspace.json cannot be read (not UTF-8, not JSON, or not what np wrote)."),
     ("NP-PRJ-400", EXIT_USAGE, "A project name np cannot use."),
     ("NP-PRJ-404", EXIT_CONFIG, "No such project, or no project here."),
     ("NP-PRJ-409", EXIT_USAGE, "A project of that name exists."),

@@ -9,7 +9,7 @@ from pathlib import Path
 from np_optimizer.devices import DEVICES, Device, find_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
-from np_optimizer.models.source import copy_model_into
+from np_optimizer.models.source import ModelSpec, copy_model_into
 from np_optimizer.records import ProjectRecord, WorkspaceInitResult
 from np_optimizer.samples import SAMPLE_PROJECTS
 from np_optimizer.workspace import (
@@ -36,7 +36,7 @@ def workspace_init(directory: Path | None = None) -> WorkspaceInitResult:
     from np_optimizer.api.experiments import experiments_create
 
     root = (directory or Path.cwd()).resolve()
-    existed = (root / "np-workspace.json").is_file()
+    existed = (root / "np-workspace.json").exists()
     workspace = Workspace.create(root)
     created, skipped = [], []
     for sample in SAMPLE_PROJECTS:
@@ -50,19 +50,38 @@ def workspace_init(directory: Path | None = None) -> WorkspaceInitResult:
                                skipped=tuple(skipped))
 
 
-def _copy_calibration(source: str, project_root: Path) -> str:
+def _copy_calibration(source: str, spec: ModelSpec, project_root: Path) -> str:
+    """Copy the dataset's samples into the project once every one of them loads and fits the model's example inputs:
+    a dataset that does not fit is a configuration error now (exit 3, naming the user's file), not a failed run."""
     folder = Path(source)
     if not folder.is_dir():
         raise NotFoundError(f"Calibration dataset {folder} is not a folder.",
                             hint="Pass a folder of .npy/.pt tensors or images.", code="NP-DAT-404")
-    files = [p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _CALIBRATION_SUFFIXES]
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _CALIBRATION_SUFFIXES)
     if not files:
         raise ConfigError(f"Calibration dataset {folder} holds no .npy, .pt or image files.",
                           hint="Put one sample per file: .npy/.pt tensors shaped like the model input, or images.",
                           code="NP-DAT-422")
+    _check_calibration(spec, project_root, folder)
     target = project_root / "data" / "calibration"
-    shutil.copytree(folder, target)
+    for path in files:  # the samples np reads, links followed to their files; linked folders are not walked (loops)
+        destination = target / path.relative_to(folder)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(path, destination)
+        except OSError as exc:
+            raise ConfigError(f"Calibration file {path} cannot be copied into the project: {exc.strerror or exc}.",
+                              hint="Pass a folder of readable sample files.", code="NP-DAT-422") from None
     return str(target.relative_to(project_root))
+
+
+def _check_calibration(spec: ModelSpec, root: Path, folder: Path) -> None:
+    """Every sample of `folder` loads and fits the example inputs of the model copied into `root`, or ConfigError
+    (NP-DAT-422) naming the first that does not (torch loads here, only for a project with a dataset)."""
+    from np_optimizer.models.source import load_model
+    from np_optimizer.pipeline.data import check_dataset
+
+    check_dataset(folder, load_model(spec, root).example_inputs)
 
 
 def projects_create(*, name: str, model: str, device: str, runtime: str | None = None, backend: str | None = None,
@@ -74,15 +93,16 @@ def projects_create(*, name: str, model: str, device: str, runtime: str | None =
     if workspace is None:
         raise NotFoundError("No workspace here (no np-workspace.json in this folder or above).",
                             hint="Run `np workspace init` first, or cd into a workspace.", code="NP-WS-404")
+    workspace.check()
     target = find_device(device, runtime, backend)
     root = workspace.root / name
-    if root.exists():
+    if root.exists() or root.is_symlink():
         raise UsageError(f"Project folder {root} already exists.", hint="Pick another --name, or remove that folder.",
                          code="NP-PRJ-409")
     root.mkdir(parents=True)
     try:
         spec = copy_model_into(model, root)
-        calibration = _copy_calibration(calibration_dataset, root) if calibration_dataset else None
+        calibration = _copy_calibration(calibration_dataset, spec, root) if calibration_dataset else None
         info = {
             "schema_version": 1, "name": name, "device": target.name, "runtime": target.runtime,
             "backend": target.backend, "model": spec.to_dict(), "calibration_dataset": calibration,
@@ -96,12 +116,17 @@ def projects_create(*, name: str, model: str, device: str, runtime: str | None =
 
 
 def _record(project: Project) -> ProjectRecord:
-    info = project.info
+    info = project.info  # ConfigError naming project.json when it is not a project record
     return ProjectRecord(
-        name=project.name, path=str(project.root), device=info["device"], runtime=info["runtime"],
-        backend=info["backend"], model=info["model"], calibration_dataset=info.get("calibration_dataset"),
-        created_at=info["created_at"], experiments=tuple(e.name for e in project.experiments()),
+        name=project.name, path=str(project.root), device=info["device"], runtime=str(info.get("runtime", "")),
+        backend=str(info.get("backend", "")), model=info["model"],
+        calibration_dataset=_optional_text(info.get("calibration_dataset")),
+        created_at=str(info.get("created_at", "")), experiments=tuple(e.name for e in project.experiments()),
     )
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def projects_list(*, cwd: Path | None = None) -> list[ProjectRecord]:

@@ -11,7 +11,7 @@ from np_optimizer.errors import NotFoundError, UsageError
 from np_optimizer.logs import libraries_log
 from np_optimizer.records import ExportRecord, JobState, MeasurementState, StatusRecord, to_dict
 from np_optimizer.workspace import resolve_experiment
-from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
+from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["status", "export", "EXPORT_LEVELS"]
@@ -30,10 +30,7 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
     """Each job's state; a job left in_progress by a process that is gone is reported as interrupted."""
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     store = ExperimentStore(exp)
-    try:
-        meta = read_json(exp.meta_file) if exp.meta_file.exists() else {}
-    except CorruptFileError:
-        meta = {"status": "unknown (meta.json unreadable)"}
+    meta = store.read_meta()  # a damaged meta.json reads as "unknown", with a warning; nothing is renamed
     state = str(meta.get("status", "created"))
     if state == "running" and not _alive(meta.get("pid")):
         state = "interrupted"

@@ -11,7 +11,7 @@ from np_optimizer.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["InputSet", "calibration_inputs", "evaluation_inputs", "GENERATED_WARNING"]
+__all__ = ["InputSet", "calibration_inputs", "evaluation_inputs", "check_dataset", "GENERATED_WARNING"]
 
 GENERATED_WARNING = (
     "No calibration dataset: {n} generated samples shaped like the example input (Gaussian noise; random ids for "
@@ -33,19 +33,36 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in suffixes)
 
 
-def _load_file(path: Path, example: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+_KINDS = {".npy": "a NumPy array (numpy.save)", ".pt": "tensors saved with torch.save"}
+
+
+def _read(path: Path, example: tuple[torch.Tensor, ...]) -> Any:
+    """The file's content as numpy / torch / Pillow give it; what they raise for a damaged or foreign file (many
+    types: ValueError, EOFError, UnpicklingError, OSError, RuntimeError) becomes one error naming the file."""
     import numpy as np
     import torch
 
-    if path.suffix.lower() == ".npy":
-        data: Any = torch.from_numpy(np.load(path, allow_pickle=False))
-    elif path.suffix.lower() == ".pt":
-        data = torch.load(path, weights_only=True)
-    else:
-        data = _load_image(path, example[0])
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            return torch.from_numpy(np.load(path, allow_pickle=False))
+        if suffix == ".pt":
+            return torch.load(path, weights_only=True)
+    except Exception as exc:  # the libraries' boundary: a file they cannot read is the user's data, not a bug
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"Calibration file {path} cannot be read as {_KINDS[suffix]}: {first}",
+                          hint="Replace or remove that file (a project keeps its copy in data/calibration), or "
+                               "use a folder of valid samples.", code="NP-DAT-422") from exc
+    return _load_image(path, example[0])
+
+
+def _load_file(path: Path, example: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    import torch
+
+    data = _read(path, example)
     tensors = tuple(data) if isinstance(data, (list, tuple)) else (data,)
     if len(tensors) != len(example) or not all(isinstance(t, torch.Tensor) for t in tensors):
-        raise ConfigError(f"Calibration file {path.name} holds {len(tensors)} tensor(s); the model takes {len(example)}.",
+        raise ConfigError(f"Calibration file {path} holds {len(tensors)} tensor(s); the model takes {len(example)}.",
                           hint="Store one tensor per model input in each file (a tuple in a .pt for several).",
                           code="NP-DAT-422")
     out = []
@@ -54,11 +71,24 @@ def _load_file(path: Path, example: tuple[torch.Tensor, ...]) -> tuple[torch.Ten
             tensor = tensor.unsqueeze(0)  # a sample without the batch dimension
         if tuple(tensor.shape) != tuple(ref.shape):
             raise ConfigError(
-                f"Calibration file {path.name} has shape {tuple(tensor.shape)}, the model input is {tuple(ref.shape)}.",
+                f"Calibration file {path} has shape {tuple(tensor.shape)}, the model input is {tuple(ref.shape)}.",
                 hint="Give each sample the model's input shape (with or without the batch dimension).",
                 code="NP-DAT-422")
         out.append(tensor.to(ref.dtype))
     return tuple(out)
+
+
+def check_dataset(folder: Path, example: tuple[torch.Tensor, ...]) -> int:
+    """Load every sample of a calibration folder against the model's example inputs, as a run would; returns how many
+    there are, or raises ConfigError (NP-DAT-422) naming the first file that cannot be used."""
+    files = _files(folder)
+    if not files:
+        raise ConfigError(f"Calibration folder {folder} holds no .npy, .pt or image files.",
+                          hint="Put one sample per file: .npy/.pt tensors shaped like the model input, or images.",
+                          code="NP-DAT-422")
+    for path in files:
+        _load_file(path, example)
+    return len(files)
 
 
 def _load_image(path: Path, ref: torch.Tensor) -> torch.Tensor:
@@ -71,16 +101,22 @@ def _load_image(path: Path, ref: torch.Tensor) -> torch.Tensor:
     except ImportError as exc:  # pillow is a dependency; this guards a broken install
         raise ConfigError("Reading images needs Pillow.", hint="Reinstall np with `make test`.") from exc
     if ref.dim() != 4:
-        raise ConfigError(f"Calibration image {path.name} given, but the model input {tuple(ref.shape)} is not an image.",
+        raise ConfigError(f"Calibration image {path} given, but the model input {tuple(ref.shape)} is not an image.",
                           hint="Use .npy or .pt files shaped like the model input.", code="NP-DAT-422")
     channels, height, width = int(ref.shape[1]), int(ref.shape[2]), int(ref.shape[3])
-    with Image.open(path) as image:
-        image = image.convert("L" if channels == 1 else "RGB").resize((width, height))
-        array = np.asarray(image, dtype=np.float32) / 255.0
+    try:
+        with Image.open(path) as image:
+            image = image.convert("L" if channels == 1 else "RGB").resize((width, height))
+            array = np.asarray(image, dtype=np.float32) / 255.0
+    except Exception as exc:  # Pillow's UnidentifiedImageError, OSError for a truncated file, DecompressionBombError
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"Calibration image {path} cannot be read: {first}",
+                          hint="Replace or remove that file (a project keeps its copy in data/calibration).",
+                          code="NP-DAT-422") from exc
     tensor = torch.from_numpy(array)
     tensor = tensor.unsqueeze(0) if channels == 1 else tensor.permute(2, 0, 1)
     if tensor.shape[0] != channels:
-        raise ConfigError(f"Calibration image {path.name} has {tensor.shape[0]} channels, the model takes {channels}.",
+        raise ConfigError(f"Calibration image {path} has {tensor.shape[0]} channels, the model takes {channels}.",
                           hint="Use images with the model's channel count.", code="NP-DAT-422")
     return tensor.unsqueeze(0)
 

@@ -1,4 +1,12 @@
-"""Atomic, locked JSON files: a crash or two concurrent np processes never leave a half-written or lost record."""
+"""Atomic, locked JSON files: a crash or two concurrent np processes never leave a half-written or lost record.
+
+Every write goes to a temporary file beside its target, is fsynced, renamed over the target, and the folder is
+fsynced after the rename (so the rename itself survives a power cut). Files are created with the mode the user's umask
+gives (0666 & ~umask), like any file the user writes, not the 0600 of a bare temporary file.
+
+Every read of a JSON record goes through `read_json`, which returns a JSON object or raises CorruptFileError with the
+reason: not UTF-8, not JSON, not an object (a list where a mapping belongs), or a folder where the file belongs.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +19,50 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_json", "write_text", "read_json", "update_json", "file_lock", "CorruptFileError"]
+__all__ = ["write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+           "CorruptFileError"]
 
 
 class CorruptFileError(ValueError):
-    """A JSON file exists but cannot be parsed."""
+    """A file exists but does not read back as the record it should hold; `reason` says why, without the path."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path = path
+        self.reason = reason
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync it, then rename it over `path` (atomic on POSIX)."""
+def _umask() -> int:
+    """The process umask, read without changing it where Linux shows it (os.umask would set it for every thread)."""
+    with contextlib.suppress(OSError, ValueError):
+        for row in Path("/proc/self/status").read_text().splitlines():
+            if row.startswith("Umask:"):
+                return int(row.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in `folder` durable (best effort: some file systems refuse fsync on folders)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, fsync it, rename it over `path` (atomic on POSIX), fsync the folder.
+
+    The file gets the mode a plain `open(path, "w")` would give (0666 minus the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -32,19 +70,52 @@ def write_text(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    fsync_dir(path.parent)
+
+
+def write_text(path: Path, text: str) -> None:
+    """`write_bytes` of `text` encoded as UTF-8."""
+    write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def read_json(path: Path) -> Any:
-    """Read a JSON file; a file that is not valid JSON raises CorruptFileError (never returns half a record)."""
-    text = path.read_text(encoding="utf-8")
+def read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in `path`. A file that is not UTF-8 text, not JSON, or holds anything but an object (a list, a
+    number, null), or a folder where the file belongs, raises CorruptFileError: never half a record, never a record of
+    the wrong shape. A missing file raises FileNotFoundError as usual."""
+    if path.is_dir():
+        raise CorruptFileError(path, "is a folder, not a file")
+    raw = path.read_bytes()
     try:
-        return json.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise CorruptFileError(path, f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at line {line}); "
+                                     "it is damaged or not a file np wrote") from exc
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CorruptFileError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise CorruptFileError(path, f"is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError as exc:  # thousands of nested brackets
+        raise CorruptFileError(path, "is not valid JSON (nested too deeply)") from exc
+    if not isinstance(data, dict):
+        raise CorruptFileError(path, f"holds a JSON {_json_kind(data)} where np keeps a JSON object ({{...}})")
+    return data
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
 
 
 @contextlib.contextmanager
@@ -60,7 +131,8 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def update_json(path: Path, change: Callable[[Any], Any], *, default: Callable[[], Any] = dict) -> Any:
+def update_json(path: Path, change: Callable[[dict[str, Any]], Any], *,
+                default: Callable[[], dict[str, Any]] = dict) -> Any:
     """Read-modify-write `path` under its lock; `change` returns the new document, which is written atomically."""
     with file_lock(path):
         current = read_json(path) if path.exists() else default()

@@ -17,6 +17,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
+from np_optimizer.workspace.shapes import json_kind
 
 __all__ = [
     "WORKSPACE_FILE",
@@ -43,6 +44,14 @@ _PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,49}$")
 _EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,49}$")
 
 
+_PROJECT_FIELDS: dict[str, type] = {"device": str, "model": dict}
+_KIND_NAMES: dict[type, str] = {str: "text", dict: "a mapping"}
+
+
+def _corrupt(path: Path, reason: str, hint: str, code: str) -> ConfigError:
+    return ConfigError(f"{path} {reason}.", hint=hint, code=code)
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -61,13 +70,41 @@ class Workspace:
             key=lambda p: p.name,
         )
 
+    @property
+    def marker(self) -> Path:
+        return self.root / WORKSPACE_FILE
+
+    def check(self) -> None:
+        """np-workspace.json reads back as what np wrote; ConfigError (NP-WS-500) naming the file otherwise."""
+        try:
+            data = read_json(self.marker)
+        except CorruptFileError as exc:
+            raise _corrupt(exc.path, exc.reason, "np-workspace.json only marks the folder as a workspace: restore it, "
+                           "or delete it and run `np workspace init` here again (projects are kept).",
+                           "NP-WS-500") from exc
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise ConfigError(f"{self.marker} was written by a newer np (schema {version}).",
+                              hint="Upgrade np to use this workspace; the file was not changed.", code="NP-WS-500")
+
     @staticmethod
     def create(root: Path) -> Workspace:
-        root.mkdir(parents=True, exist_ok=True)
-        marker = root / WORKSPACE_FILE
-        if not marker.exists():
-            write_json(marker, {"schema_version": SCHEMA_VERSION, "created_at": utc_now()})
-        return Workspace(root.resolve())
+        if root.exists() and not root.is_dir():
+            raise ConfigError(f"{root} is a file, not a folder: np cannot make a workspace there.",
+                              hint="Pass a new folder name or an existing folder; the file was not changed.",
+                              code="NP-WS-400")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way further up, no permission, a read-only disk
+            raise ConfigError(f"np cannot create the workspace folder {root}: {exc.strerror or exc}.",
+                              hint="Pass a folder you can write to (no file in the way of its path).",
+                              code="NP-WS-400") from None
+        workspace = Workspace(root.resolve())
+        if workspace.marker.exists() or workspace.marker.is_symlink():
+            workspace.check()  # an existing workspace: never written over
+        else:
+            write_json(workspace.marker, {"schema_version": SCHEMA_VERSION, "created_at": utc_now()})
+        return workspace
 
 
 @dataclass(frozen=True)
@@ -80,10 +117,20 @@ class Project:
 
     @property
     def info(self) -> dict[str, Any]:
+        """project.json; ConfigError (NP-PRJ-500) naming the file and the reason when it is not a project record
+        (not UTF-8, not JSON, not an object, a required field missing or of the wrong type)."""
+        path = self.root / PROJECT_FILE
+        hint = "Restore project.json from a backup, or create the project again with `np projects create`."
         try:
-            data = read_json(self.root / PROJECT_FILE)
+            data = read_json(path)
         except CorruptFileError as exc:
-            raise ConfigError(str(exc), hint="Restore project.json or recreate the project.", code="NP-PRJ-500") from exc
+            raise _corrupt(exc.path, exc.reason, hint, "NP-PRJ-500") from exc
+        except OSError as exc:
+            raise _corrupt(path, f"cannot be read: {exc.strerror or exc}", hint, "NP-PRJ-500") from None
+        for key, kind in _PROJECT_FIELDS.items():
+            if not isinstance(data.get(key), kind):
+                got = "missing" if key not in data else f"{json_kind(data[key])}, not {_KIND_NAMES[kind]}"
+                raise _corrupt(path, f"is not a project record: `{key}` is {got}", hint, "NP-PRJ-500")
         return dict(data)
 
     @property
@@ -192,6 +239,12 @@ def resolve_experiment(experiment: str | None, project: str | None, cwd: Path) -
         candidate = Path(experiment)
         if (candidate / RUN_FILE).is_file():
             return Experiment(candidate.resolve())
+        if candidate.name == RUN_FILE and candidate.is_file():  # -e path/to/run.yaml: its folder
+            return Experiment(candidate.parent.resolve())
+        if candidate.is_file():
+            raise NotFoundError(f"-e/--experiment {experiment} is a file, not an experiment folder.",
+                                hint="Pass an experiment folder (one holding run.yaml) or an experiment name "
+                                     "(see `np experiments ls`).", code="NP-EXP-404")
         owner = resolve_project(project, cwd) if project is not None else find_project(cwd)
         if owner and (owner.root / experiment / RUN_FILE).is_file():
             return Experiment(owner.root / experiment)

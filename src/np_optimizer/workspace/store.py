@@ -7,8 +7,11 @@ experiment lock, writes the job file (atomic rename) and then rebuilds report.js
 readers rebuild the same way, so a process killed between the two renames leaves nothing that disagrees: the next
 reader or writer derives report.json from the jobs again.
 
-A file from a newer np is refused with a clear error, never renamed away; a corrupt one is set aside (renamed, never
-deleted) with a warning naming where it went.
+A file from a newer np is refused with a clear error, never renamed away; a corrupt one (not UTF-8, not JSON, or JSON
+of the wrong shape: a list where a mapping belongs, a missing or mistyped field, see workspace/shapes.py) is set aside
+(renamed, never deleted) with a warning naming where it went. The warning goes to the `np.Store` logger, which the
+CLI shows on the console for every command, read-only ones included. meta.json is read without being set aside: a
+damaged one reads as status "unknown" with a warning, and the next run's write sets it aside.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from np_optimizer.errors import StoreError
 from np_optimizer.records import SCHEMA_VERSION, JobRecord, ProfileResult, from_dict, to_dict
 from np_optimizer.workspace.files import CorruptFileError, file_lock, read_json, write_json
 from np_optimizer.workspace.layout import Experiment
+from np_optimizer.workspace.shapes import shape_problem
 
 __all__ = ["ExperimentStore", "empty_report", "pipeline_entry"]
 
@@ -63,8 +67,40 @@ def pipeline_entry(record: JobRecord) -> dict[str, Any]:
     }
 
 
+# report.json's own parts that the rebuild reads (the rest is rebuilt from the job files)
+_REPORT_SHAPE: dict[str, Any] = {"experiment": dict[str, Any], "profile": dict[str, Any],
+                                 "post_hoc": list[ProfileResult]}
+_PROFILE_SHAPE: dict[str, Any] = {"results": list[ProfileResult], "listed": list[Any], "enabled": bool,
+                                  "started_at": Union[str, None]}
+# meta.json's fields that np reads
+_META_SHAPE: dict[str, Any] = {"status": str, "pid": Union[int, None], "name": str, "project": str,
+                               "created_at": Union[str, None], "updated_at": Union[str, None],
+                               "started_at": Union[str, None], "ended_at": Union[str, None],
+                               "duration_s": Union[float, None], "device": Union[str, None]}
+
+
+def _fields_problem(data: dict[str, Any], shape: dict[str, Any], where: str = "") -> str | None:
+    for key, hint in shape.items():
+        if key in data:
+            problem = shape_problem(hint, data[key], f"{where}{key}")
+            if problem:
+                return problem
+    return None
+
+
+def _report_problem(data: dict[str, Any]) -> str | None:
+    problem = _fields_problem(data, _REPORT_SHAPE)
+    if problem is None and isinstance(data.get("profile"), dict):
+        problem = _fields_problem(data["profile"], _PROFILE_SHAPE, "profile.")
+    return problem
+
+
 def _set_aside(path: Path, why: str) -> Path:
     target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+    n = 1
+    while target.exists():  # two in the same second: never rename over an earlier one
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{n}")
     path.rename(target)
     _log.warning(f"{path} could not be read ({why}); it was moved to {target.name} beside it and is not used.")
     return target
@@ -118,12 +154,16 @@ class ExperimentStore:
         try:
             data = read_json(path)
         except CorruptFileError as exc:
-            _set_aside(path, str(exc))
+            _set_aside(path, exc.reason)
             return None
         _check_version(path, data)
+        problem = shape_problem(JobRecord, data)
+        if problem:
+            _set_aside(path, f"not a job record: {problem}")
+            return None
         try:
             return from_dict(JobRecord, data)
-        except (TypeError, KeyError, AttributeError) as exc:
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
             _set_aside(path, f"not a job record: {type(exc).__name__}: {exc}")
             return None
 
@@ -205,11 +245,12 @@ class ExperimentStore:
         try:
             data = read_json(path)
         except CorruptFileError as exc:
-            _set_aside(path, str(exc))  # it is an index: the job files rebuild it
+            _set_aside(path, exc.reason)  # it is an index: the job files rebuild it
             return empty_report(self.experiment)
         _check_version(path, data)
-        if not isinstance(data, dict):
-            _set_aside(path, "not a JSON object")
+        problem = _report_problem(data)
+        if problem:
+            _set_aside(path, f"not an experiment report: {problem}")
             return empty_report(self.experiment)
         return dict(data)
 
@@ -244,13 +285,37 @@ class ExperimentStore:
 
     # -- meta.json -------------------------------------------------------------------------------------------------
 
+    def read_meta(self) -> dict[str, Any]:
+        """meta.json for reading (nothing is renamed or rewritten): {} when there is none; a damaged one reads as
+        status "unknown", with a warning saying why and that the next `np run` sets it aside."""
+        path = self.experiment.meta_file
+        if not path.exists():
+            return {}
+        try:
+            meta = read_json(path)
+            _check_version(path, meta)
+            problem = _fields_problem(meta, _META_SHAPE)
+        except CorruptFileError as exc:
+            problem = exc.reason
+        except OSError as exc:
+            problem = f"cannot be read: {exc.strerror or exc}"
+        if problem:
+            _log.warning(f"{path} could not be read ({problem}); the experiment's status is unknown. The next "
+                         "`np run` sets it aside and writes a new one.")
+            return {"status": "unknown (meta.json unreadable)"}
+        return meta
+
     def update_meta(self, **fields: Any) -> None:
         path = self.experiment.meta_file
         with self.locked():
             try:
                 meta = read_json(path) if path.exists() else {}
+                _check_version(path, meta)
+                problem = _fields_problem(meta, _META_SHAPE)
             except CorruptFileError as exc:
-                _set_aside(path, str(exc))
+                meta, problem = {}, exc.reason
+            if problem:
+                _set_aside(path, problem)
                 meta = {}
             meta.update(fields)
             meta["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
