@@ -78,6 +78,18 @@ RUN_CASES = [
     ("evaluate-bad-metric", GO_GQ + "evaluate:\n- model: GRAPH_QUANTIZE\n  metrics: [SNR, PSNRR]\n",
      "raspberry_pi_5", "R052", "evaluate[0].metrics"),
     ("unknown-top-level", GO_GQ + "profiles:\n- INPUT_MODEL\n", "raspberry_pi_5", "R090", "profiles"),
+    # YAML the safe loader refuses for reasons other than syntax, and hostile YAML (issue 11): one issue each
+    ("python-tag", 'version: !!python/object/apply:os.system ["true"]\n', "raspberry_pi_5", "Y004", "(file)"),
+    ("custom-tag", GO_GQ.replace('"1.0"', '!version "1.0"'), "raspberry_pi_5", "Y004", "(file)"),
+    ("list-as-key", GO_GQ + "? [a, b]\n: 1\n", "raspberry_pi_5", "Y004", "(file)"),
+    ("number-as-key", GO_GQ + "1: x\n", "raspberry_pi_5", "Y004", "(file)"),
+    ("key-given-twice", GO_GQ + "steps:\n- graph_optimize: null\n", "raspberry_pi_5", "Y004", "(file)"),
+    ("alias-inside-itself", 'version: "1.0"\nsteps: &s\n- *s\n', "raspberry_pi_5", "Y004", "(file)"),
+    ("nested-too-deep", 'version: "1.0"\nsteps: ' + "[" * 5000 + "]" * 5000 + "\n", "raspberry_pi_5", "Y005",
+     "(file)"),
+    ("alias-expansion", 'version: "1.0"\na: &a [x, x, x, x, x, x, x, x, x, x]\n'
+     + "".join(f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi")),
+     "raspberry_pi_5", "Y005", "(file)"),
 ]
 
 
@@ -164,6 +176,18 @@ DETAIL_CASES = [
      "detail.graph_quantize[0].calibration.num_samples"),
     ("unknown-step-option", "detail:\n  graph_optimize[0]:\n    tolerence: 0.1\n", "D033",
      "detail.graph_optimize[0].tolerence"),
+    # non-finite and absurd numbers (issue 11): rejected with location and hint, never run with
+    ("timeout-nan", "detail:\n  profile[0]:\n    timeout: .nan\n", "D021", "detail.profile[0].timeout"),
+    ("timeout-inf", "detail:\n  profile[1]:\n    timeout: .inf\n", "D021", "detail.profile[1].timeout"),
+    ("timeout-overflows-to-inf", "detail:\n  profile[1]:\n    timeout: 1.0e+400\n", "D021",
+     "detail.profile[1].timeout"),
+    ("timeout-huge", "detail:\n  profile[2]:\n    timeout: 1.0e+300\n", "D021", "detail.profile[2].timeout"),
+    ("num-executions-huge", "detail:\n  profile[0]:\n    num_executions: 100000000000000000000\n", "D021",
+     "detail.profile[0].num_executions"),
+    ("seed-huge", "detail:\n  seed: 100000000000000000000\n", "D011", "detail.seed"),
+    ("step-option-nan", "detail:\n  graph_optimize[0]:\n    tolerance: .nan\n", "D032",
+     "detail.graph_optimize[0].tolerance"),
+    ("detail-python-tag", "detail: !!python/object/new:dict {}\n", "Y004", "(file)"),
 ]
 
 
@@ -225,3 +249,27 @@ def test_batch_size_is_refused_with_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "run.detail.yaml").unlink()
     config, issues = check(tmp_path, PROFILE3, None)
     assert config is not None and "batch_size" not in config.detail.globals  # never written by np any more
+
+
+def test_non_finite_timeouts_say_where_and_what(tmp_path: Path) -> None:
+    _, issues = check(tmp_path, PROFILE3, "detail:\n  profile[0]:\n    timeout: .nan\n")
+    assert issues[0].message == "detail.profile[0].timeout must be a finite number (got nan)."
+    assert issues[0].line == 3 and "Seconds of measurement" in issues[0].hint
+
+
+def test_alias_expansion_is_refused_quickly(tmp_path: Path) -> None:
+    import time
+
+    laughs = 'version: "1.0"\na: &a [x, x, x, x, x, x, x, x, x, x]\n' + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdefghijklmnopqrstuvwxy", "bcdefghijklmnopqrstuvwxyz"))
+    assert len(laughs) < 2000  # 10**26 values once expanded
+    started = time.perf_counter()
+    config, issues = check(tmp_path, laughs)
+    assert time.perf_counter() - started < 5
+    assert config is None and codes(issues) == ["Y005"] and issues[0].line is not None
+
+
+def test_a_few_aliases_still_read(tmp_path: Path) -> None:
+    run = GO_GQ + "profile: &p\n- INPUT_MODEL\n"
+    config, issues = check(tmp_path, run, "detail:\n  profile[0]: &o\n    num_executions: 5\n")
+    assert config is not None, issues

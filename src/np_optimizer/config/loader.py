@@ -55,7 +55,7 @@ def check_experiment_config(
     detail_path = detail_path or run_path.with_name(DETAIL_FILE)
     detail_data = None
     detail_doc = None
-    if detail_path.is_file():
+    if detail_path.exists() or detail_path.is_symlink():  # a folder or a broken link there is an issue, not "absent"
         detail_doc, syntax = load_yaml(detail_path)
         if detail_doc is None:
             return None, issues + syntax
@@ -72,5 +72,6 @@ def load_experiment_config(run_path: Path, device: Device | None, *, detail_path
     """The validated config, or ValidationFailed carrying every issue."""
     config, issues = check_experiment_config(run_path, device, detail_path=detail_path, model=model)
     if config is None:
-        raise ValidationFailed(issues, source=run_path.name)
+        files = {i.file for i in issues if not i.is_warning and i.file}
+        raise ValidationFailed(issues, source=files.pop() if len(files) == 1 else run_path.name)
     return config

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Union
 
 from np_optimizer.config.issues import L_SCHEMA, ValidationIssue, did_you_mean
 
-__all__ = ["Opt", "Section", "check_section", "defaults_of", "merge_defaults"]
+__all__ = ["Opt", "Section", "check_section", "defaults_of", "merge_defaults", "LARGEST"]
+
+# The largest magnitude any numeric option takes: far beyond every real setting, and small enough for every consumer
+# (a timeout in seconds stays below threading.TIMEOUT_MAX, a seed fits numpy's 32 bits, a count fits a C int).
+LARGEST = 2**32 - 1
 
 
 @dataclass(frozen=True)
 class Opt:
-    """One option: its default, its type ("int", "number", "bool", "choice"), bounds and meaning."""
+    """One option: its default, its type ("int", "number", "bool", "choice"), bounds and meaning.
+
+    Numbers are finite (never .nan or .inf) and at most LARGEST in magnitude, whatever the option's own bounds."""
 
     default: Any
     kind: str
@@ -34,6 +41,11 @@ class Opt:
             return "must be an integer" + (" (or -1 for all)" if -1 in self.also else "")
         if self.kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return "must be a number"
+        if self.kind in ("int", "number"):
+            if isinstance(value, float) and not math.isfinite(value):  # .nan, .inf in YAML; nan, inf on the CLI
+                return "must be a finite number"
+            if abs(value) > LARGEST:
+                return f"must be at most {LARGEST}"
         if self.minimum is not None:
             if self.exclusive_minimum and value <= self.minimum:
                 return "must be positive" if self.minimum == 0 else f"must be greater than {self.minimum}"

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from np_optimizer.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,15 +37,57 @@ class RemoteDevice:
     connect_timeout: int = 10
 
 
-def load_remote_devices(devices_file: Path | None) -> dict[str, RemoteDevice]:
-    """SSH settings by device name; an absent file means no remote devices."""
-    if devices_file is None or not devices_file.is_file():
-        return {}
+def _config_error(devices_file: Path, message: str, hint: str) -> ConfigError:
+    return ConfigError(f"{devices_file}: {message}", hint=hint, code="NP-DEV-400")
+
+
+def _read(devices_file: Path) -> Any:
+    # the one YAML reader (UTF-8 only, no tags, bounded aliases and nesting); imported here: config sits above devices
+    from np_optimizer.config.yamlfile import YamlProblem, read_yaml
+
     try:
-        data: Any = yaml.safe_load(devices_file.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{devices_file} is not valid YAML: {exc}".splitlines()[0],
-                          hint="Fix the file; see the format in the README (Remote devices).", code="NP-DEV-400") from exc
+        data, _node = read_yaml(devices_file)
+    except YamlProblem as problem:
+        raise ConfigError(problem.message, hint=f"{problem.hint} The format is in the README (Remote devices).",
+                          code="NP-DEV-400") from None
+    except OSError as exc:
+        raise ConfigError(f"{devices_file} cannot be read: {exc.strerror or exc}.",
+                          hint="Check that devices.yaml is a readable file.", code="NP-DEV-400") from None
+    return data
+
+
+def _text(devices_file: Path, name: str, settings: dict[str, Any], key: str, default: str | None) -> str | None:
+    value = settings.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _config_error(devices_file, f"{key} of device '{name}' must be text (got {value!r}).",
+                            f"Write it as a string, e.g. {key}: {_EXAMPLES[key]}")
+    return value
+
+
+def _integer(devices_file: Path, name: str, settings: dict[str, Any], key: str, default: int, low: int,
+             high: int) -> int:
+    value: Any = settings.get(key, default)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value) < 10:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _config_error(devices_file, f"{key} of device '{name}' must be a whole number from {low} to {high} "
+                            f"(got {value!r}).", f"Example: {key}: {default}")
+    return int(value)
+
+
+_EXAMPLES = {"ssh": "pi@192.168.1.20", "python": "/home/pi/et/bin/python", "identity_file": "~/.ssh/id_ed25519",
+             "known_hosts": "~/.ssh/known_hosts", "work_dir": "/tmp/np-measure"}
+
+
+def load_remote_devices(devices_file: Path | None) -> dict[str, RemoteDevice]:
+    """SSH settings by device name; an absent file means no remote devices. Anything malformed (not YAML, not text,
+    a port that is not a number from 1 to 65535, a destination that would read as an ssh option) is a ConfigError
+    naming the file, the device and the setting."""
+    if devices_file is None or not (devices_file.exists() or devices_file.is_symlink()):
+        return {}
+    data = _read(devices_file) or {}
     entries = data.get("devices") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise ConfigError(f"{devices_file} must hold a `devices:` mapping of device name to settings.",
@@ -56,21 +96,25 @@ def load_remote_devices(devices_file: Path | None) -> dict[str, RemoteDevice]:
     out: dict[str, RemoteDevice] = {}
     for name, settings in entries.items():
         if not isinstance(settings, dict) or not settings.get("ssh"):
-            raise ConfigError(f"{devices_file}: device '{name}' needs an `ssh: user@host` destination.",
-                              hint="Add `ssh:` (and optionally port, python, identity_file).", code="NP-DEV-400")
-        unknown = sorted(set(settings) - set(_KEYS))
+            raise _config_error(devices_file, f"device '{name}' needs an `ssh: user@host` destination.",
+                                "Add `ssh:` (and optionally port, python, identity_file).")
+        unknown = sorted(set(map(str, settings)) - set(_KEYS))
         if unknown:
-            raise ConfigError(f"{devices_file}: unknown setting(s) {', '.join(unknown)} for device '{name}'.",
-                              hint=f"Settings: {', '.join(_KEYS)}.", code="NP-DEV-400")
+            raise _config_error(devices_file, f"unknown setting(s) {', '.join(unknown)} for device '{name}'.",
+                                f"Settings: {', '.join(_KEYS)}.")
+        destination = _text(devices_file, name, settings, "ssh", None) or ""
+        if destination.startswith("-") or any(c.isspace() for c in destination):
+            raise _config_error(devices_file, f"ssh of device '{name}' must be a destination like user@host "
+                                f"(got {destination!r}).", "Put ssh options in ~/.ssh/config; ssh: takes user@host.")
         out[str(name)] = RemoteDevice(
             device=str(name),
-            destination=str(settings["ssh"]),
-            port=int(settings.get("port", 22)),
-            python=str(settings.get("python", "python3")),
-            identity_file=str(settings["identity_file"]) if settings.get("identity_file") else None,
-            known_hosts=str(settings["known_hosts"]) if settings.get("known_hosts") else None,
-            work_dir=str(settings.get("work_dir", "/tmp/np-measure")),
-            connect_timeout=int(settings.get("connect_timeout", 10)),
+            destination=destination,
+            port=_integer(devices_file, name, settings, "port", 22, 1, 65535),
+            python=_text(devices_file, name, settings, "python", "python3") or "python3",
+            identity_file=_text(devices_file, name, settings, "identity_file", None),
+            known_hosts=_text(devices_file, name, settings, "known_hosts", None),
+            work_dir=_text(devices_file, name, settings, "work_dir", "/tmp/np-measure") or "/tmp/np-measure",
+            connect_timeout=_integer(devices_file, name, settings, "connect_timeout", 10, 1, 3600),
         )
     return out
 
