@@ -13,6 +13,7 @@ from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json
 from np_optimizer.errors import UsageError
 from np_optimizer.records import RunSummary, to_dict
+from np_optimizer.report.rounds import round_failures
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]
@@ -32,6 +33,13 @@ def print_summary(summary: RunSummary) -> None:
         kinds = sorted({p.result_kind for p in summary.profile})
         marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
         out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
+        hints: dict[str, None] = {}
+        for name, message, hint in round_failures(summary.profile):
+            line("  ", (f"{name}:", "red"), " ", message)
+            if hint:
+                hints[hint] = None
+        for hint in hints:  # what to do, said once when several rounds share it (one unreachable device)
+            line("  ", ("Hint:", "yellow"), " ", hint)
     if summary.error:
         line((str(summary.error["message"]), "red"))
         if summary.error.get("hint"):

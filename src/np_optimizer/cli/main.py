@@ -1,30 +1,83 @@
-"""Entry point: the one place where errors become messages and exit codes."""
+"""Entry point: the one place where errors become messages and exit codes.
+
+Warnings np's modules log (a corrupt job.json set aside, a damaged meta.json, a cache entry discarded) reach the
+console for every command: `np run` and `np profile` show them through their run log, every other command through a
+handler on the `np` logger installed here for the command's duration.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import click
 
 from np_optimizer.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, NpError
 
+if TYPE_CHECKING:
+    import typer
+
 __all__ = ["main"]
+
+_RESUME = {
+    "run": "Finished steps are kept (`np status` lists them); `np run --retry` resumes from the first unfinished one.",
+    "profile": "Rounds that finished are kept in report.json; run `np profile` again for the others.",
+}
+
+
+class _ConsoleWarnings(logging.Handler):
+    """np's logged warnings as `Warning: ...` lines on stderr, unless a run log (np run, np profile) shows them."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if any(h is not self for h in logging.getLogger("np").handlers):
+            return  # run_logging is active: its console handler and log file have the line
+        try:
+            from np_optimizer.cli.render import warn
+
+            warn(record.getMessage())
+        except Exception:  # a broken console must not break the command
+            self.handleError(record)
+
+
+def _interrupted(args: list[str]) -> int:
+    from np_optimizer.cli.render import err
+
+    command = next((a for a in args if not a.startswith("-")), "")
+    err.print(f"Interrupted. {_RESUME.get(command, 'Results written so far are kept.')}", soft_wrap=True)
+    return EXIT_INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run np with `argv` (default sys.argv[1:]) and return the exit code; never raises for user errors."""
     from np_optimizer.cli.app import app
-    from np_optimizer.cli.render import err, print_error
     from np_optimizer.logs import set_debug
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
     debug = "--debug" in args or os.environ.get("NP_DEBUG") == "1"
     set_debug(debug)  # tracebacks of internal errors logged during the command reach the console only with --debug
+    warnings_handler = _ConsoleWarnings()
+    np_logger = logging.getLogger("np")
+    np_logger.addHandler(warnings_handler)
+    try:
+        return _run(app, args, json_mode=json_mode, debug=debug)
+    finally:
+        np_logger.removeHandler(warnings_handler)
+
+
+def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> int:
+    from np_optimizer.cli.render import print_error
+
     try:
         result = app(args=args, prog_name="np", standalone_mode=False)
+        if result == EXIT_INTERRUPTED:  # typer turns Ctrl+C into Exit(130) and returns its code
+            return _interrupted(args)
         return int(result or 0)
     except NpError as error:
         if debug:
@@ -32,10 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print_error(error, json_mode=json_mode)
         return error.exit_code
     except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
+        return _interrupted(args) if exc.exit_code == EXIT_INTERRUPTED else int(exc.exit_code)
     except click.exceptions.Abort:
-        err.print("Interrupted.")
-        return EXIT_INTERRUPTED
+        return _interrupted(args)
     except click.ClickException as exc:
         if json_mode:
             print_error(NpError(exc.format_message(), hint="See `np --help`.", code="NP-USE-400"), json_mode=True)
@@ -43,8 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
         return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
     except KeyboardInterrupt:
-        err.print("Interrupted; results written so far are kept. `np run --retry` resumes a run.")
-        return EXIT_INTERRUPTED
+        return _interrupted(args)
     except Exception as exc:  # a bug: say so briefly, with the traceback only under --debug
         if debug:
             traceback.print_exc()

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from np_optimizer.errors import NpError
+from np_optimizer.errors import NpError, ValidationFailed
 
 __all__ = ["out", "err", "Part", "styled", "line", "heading", "print_json", "print_table", "print_plain",
            "print_error", "notice", "warn"]
@@ -82,6 +82,12 @@ def print_error(error: NpError, *, json_mode: bool) -> None:
         data["exit_code"] = error.exit_code
         print_json(data)
         return
+    if isinstance(error, ValidationFailed):  # its hint points at "the violations listed above": list them
+        for issue in error.issues:
+            style = "yellow" if issue.is_warning else "red"
+            line((f"{issue.where}", "bold"), " ", (issue.code, style), " ", issue.message, stderr=True)
+            if issue.hint:
+                line("    ", ("Hint:", "yellow"), " ", issue.hint, stderr=True)
     line(("Error", "bold red"), " ", (f"[{error.code}]", "dim"), " ", error.message, stderr=True)
     if error.hint:
         line(("Hint:", "yellow"), " ", error.hint, stderr=True)

@@ -8,7 +8,7 @@ from np_optimizer.profiler.render import mib
 from np_optimizer.records import ProfileResult
 from np_optimizer.report.tables import Table, fmt_number
 
-__all__ = ["round_kind", "round_table", "round_messages"]
+__all__ = ["round_kind", "round_table", "round_messages", "round_failures"]
 
 _HEADLINE = [("Latency (ms)", "LATENCY"), ("Memory (MB)", "MEMORY"), ("Weight Memory (MB)", "MODEL_WEIGHT_MEMORY"),
              ("MACs", "MACS"), ("Params", "PARAMS")]
@@ -92,8 +92,22 @@ def round_messages(results: Sequence[ProfileResult], *, reused: bool) -> tuple[l
                              if not (reused and n.startswith("Reused an earlier")))
     warnings = [text if len(names) == len(results) > 1 else f"{', '.join(names)}: {text}"
                 for text, names in _by_text((r.checkpoint.lower(), w) for r in results for w in r.warnings).items()]
-    failed = [r for r in results if r.status != "SUCCESS"]
-    if failed:
-        warnings.append(f"Profile failed for {len(failed)} of {len(results)} target(s): " + "; ".join(
-            f"{r.checkpoint.lower()}: {(r.error or {}).get('message')}" for r in failed))
+    failures = round_failures(results)
+    if failures:
+        hints = " ".join(f"Hint: {h}" for h in dict.fromkeys(h for _n, _m, h in failures if h))
+        warnings.append(f"Profile failed for {len(failures)} of {len(results)} target(s): "
+                        + "; ".join(f"{name}: {message}" for name, message, _h in failures) + (f" {hints}" if hints else ""))
     return notices, warnings
+
+
+def round_failures(results: Sequence[ProfileResult]) -> list[tuple[str, str, str | None]]:
+    """(checkpoint, message, hint) of each failed result: the hint is what the round's record stores (what to do
+    about an unreachable device, a missing runtime...), so the console says it too."""
+    out = []
+    for r in results:
+        if r.status == "SUCCESS":
+            continue
+        error = r.error or {}
+        hint = error.get("hint")
+        out.append((r.checkpoint.lower(), str(error.get("message") or "failed"), str(hint) if hint else None))
+    return out
