@@ -224,8 +224,9 @@ def run_lock(experiment: Experiment, command: str, *, exclusive: bool) -> Iterat
         record = root / HOLDERS_DIR / f"{os.getpid()}.json"
         _held[root] = _Held(fd, exclusive, 1, record)
         run_lock_holders(root)  # clears the records of dead holders
-        write_json(record, {"pid": os.getpid(), "pid_start": _start_ticks(os.getpid()), "command": command,
-                            "exclusive": exclusive, "locked_at": time.time()})
+        with contextlib.suppress(OSError):  # the record only names the holder; the lock works without it
+            write_json(record, {"pid": os.getpid(), "pid_start": _start_ticks(os.getpid()), "command": command,
+                                "exclusive": exclusive, "locked_at": time.time()})
         try:
             yield
         finally:
