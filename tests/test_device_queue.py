@@ -92,7 +92,7 @@ def finished(proc: subprocess.Popen[bytes], out: Path, timeout: float = 120) -> 
 
 
 def test_two_concurrent_profiles_on_host_never_overlap(models: MlpModels, tmp_path: Path) -> None:
-    env = {**os.environ, "NP_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "NP_CACHE_DIR": str(tmp_path / "cache"), "NP_QUEUE_DIR": str(tmp_path / "queue")}
 
     def start(name: str, options: dict[str, Any]) -> tuple[subprocess.Popen[bytes], Path]:
         out = tmp_path / f"{name}.json"
@@ -100,7 +100,7 @@ def test_two_concurrent_profiles_on_host_never_overlap(models: MlpModels, tmp_pa
                                  str(tmp_path / name), json.dumps(options), str(out)], env=env)
         return proc, out
 
-    holder = tmp_path / "cache" / "queue" / "host.holder.json"
+    holder = tmp_path / "queue" / "host.holder.json"
     # A measures for ~3 s (timeout) after its imports; B asks while A holds the device
     a, out_a = start("A", {"num_executions": 10**7, "warmup": 1, "timeout": 3})
     wait_for(lambda: holder.is_file() and json.loads(holder.read_text() or "{}").get("pid") == a.pid,

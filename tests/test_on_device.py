@@ -95,7 +95,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> MlpModels:
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))  # the device queue lives there
+    monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NP_QUEUE_DIR", str(tmp_path / "queue"))
 
 
 def _profile(request: ProfileRequest) -> MethodOutput:

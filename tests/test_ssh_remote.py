@@ -51,6 +51,7 @@ def _private_ssh_and_cache(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("NP_SSH_KNOWN_HOSTS", str(sshd.known_hosts))
     monkeypatch.setenv("NP_SSH_CONFIG", "/dev/null")
     monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NP_QUEUE_DIR", str(tmp_path / "queue"))
 
 
 def remote(sshd: SshServer, tmp_path: Path, *, python: str = sys.executable, port: int | None = None,
