@@ -3,6 +3,7 @@
     layout.py   workspace / project / experiment folders and finding them from the current directory
     files.py    atomic JSON writes (temp file + rename) and per-file locks
     store.py    report.json, job.json and meta.json of an experiment, written under one experiment lock
+    run_lock.py one np run (or shared np profiles) per experiment at a time, naming a busy holder
 """
 
 from np_optimizer.workspace.layout import (
