@@ -284,6 +284,26 @@ def ran(finished: Path, tmp_path: Path, module_cache: Path) -> Path:
     return copy_workspace(finished, tmp_path, cache=module_cache)
 
 
+RAN_CASES = [
+    ("export-over-a-file", ["export", "-o", "run.yaml"], EXIT_CONFIG, "NP-CFG-400", "is a file"),
+    ("export-under-a-file", ["export", "-l", "result", "-o", "run.yaml/out"], EXIT_CONFIG, "NP-CFG-400",
+     "cannot create the export folder"),
+    ("profile-checkpoint-markup", ["profile", "GRAPH[/b]"], EXIT_CONFIG, "NP-CPF-404", "'GRAPH[/b]'"),
+    ("profile-opt-on-an-estimate", ["profile", "--profile-opt", "warmup=1"], EXIT_USAGE, "NP-CPF-422",
+     "--profile-opt applies to measured methods"),
+]
+
+
+@pytest.mark.parametrize(("argv", "exit_code", "code", "text"), [c[1:] for c in RAN_CASES],
+                         ids=[c[0] for c in RAN_CASES])
+def test_bad_input_on_a_finished_run(run_np, ran: Path, argv: list[str], exit_code: int, code: str,
+                                     text: str) -> None:
+    before = tree_digest(ran.parents[1])
+    stderr = assert_one_clear_error(run_np(*argv, cwd=ran), exit_code, code)
+    assert text in stderr
+    assert tree_digest(ran.parents[1]) == before
+
+
 def _cache_entry(exp: Path) -> Path:
     job = json.loads((exp / "01_graph_optimize" / "job.json").read_text())
     key = job["profile"][-1]["cache"]["key"]

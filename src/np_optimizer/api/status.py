@@ -7,7 +7,7 @@ from pathlib import Path
 
 from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
-from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.logs import libraries_log
 from np_optimizer.records import ExportRecord, JobState, MeasurementState, StatusRecord, to_dict
 from np_optimizer.workspace import resolve_experiment
@@ -23,6 +23,18 @@ def _alive(pid: int | None) -> bool:
     from np_optimizer.profiler.measure.device_queue import pid_alive
 
     return pid is not None and pid > 0 and pid_alive(pid)
+
+
+def _make_folder(target: Path) -> None:
+    """The export folder, or a ConfigError saying why it cannot be one (a file there or in its path, no permission)."""
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"The export folder {target} is a file.", hint="Pass -o/--output a folder (new or "
+                          "existing); the file was not changed.", code="NP-CFG-400")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"np cannot create the export folder {target}: {exc.strerror or exc}.",
+                          hint="Pass -o/--output a folder you can write to.", code="NP-CFG-400") from None
 
 
 def status(*, experiment: str | None = None, project: str | None = None, logs: bool = False,
@@ -78,7 +90,7 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
                             hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "
                             "`np run --retry` compiles it again if its .pte is missing or damaged.", code="NP-EXP-412")
     target = (output or exp.root / "export" / level).resolve()
-    target.mkdir(parents=True, exist_ok=True)
+    _make_folder(target)
     files = [target / "model.pte"]
     shutil.copy2(compiled_dir / record.pte_file, files[0])
     if level == "result":
