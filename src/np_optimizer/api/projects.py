@@ -37,6 +37,11 @@ def workspace_init(directory: Path | None = None) -> WorkspaceInitResult:
 
     root = (directory or Path.cwd()).resolve()
     existed = (root / "np-workspace.json").exists()
+    outer = None if existed else find_workspace(root.parent)
+    if outer is not None:  # discovery takes the nearest np-workspace.json: a nested one would hide the outer's projects
+        raise ConfigError(f"{root} is inside the workspace {outer.root}; np does not make a workspace inside another.",
+                          hint=f"Use the workspace {outer.root} (np projects create adds a project to it), or pick a "
+                               "folder outside it.", code="NP-WS-400")
     workspace = Workspace.create(root)
     created, skipped = [], []
     for sample in SAMPLE_PROJECTS:
