@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.errors import ConfigError
+
 __all__ = ["write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
@@ -123,7 +125,13 @@ def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on `<path>.lock`, shared by every process of the user."""
     lock_path = path.with_name(f".{path.name}.lock")  # hidden: a lock is not a result
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
+    try:
+        handle = open(lock_path, "a+")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:  # a folder in its place, a read-only folder
+        raise ConfigError(f"np cannot open its lock file {lock_path}: {exc.strerror or exc}.",
+                          hint="Remove whatever is in its place, and check the folder is writable; np recreates it.",
+                          code="NP-CFG-400") from None
+    with handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
