@@ -1,5 +1,9 @@
 """Hugging Face model folders already on disk (offline): check, load, and calibrate with the model's own tokenizer.
 
+A causal language model (`*ForCausalLM`) becomes `logits = model(input_ids)` with int64[1, 32] example ids; any other
+architecture transformers has a class for (image classifiers such as ResNet or ViT, encoders such as BERT) becomes
+`model(<its main input>)[0]`, with example `pixel_values` float[1, C, H, W] or `input_ids` int64[1, 32].
+
 Nothing here imports torch or transformers at module level (`np projects create` checks a folder without them).
 """
 
@@ -104,7 +108,21 @@ def _hf_modules() -> dict[str, type]:
                                               attention_mask=self.causal_mask[:, :, :t, :t], use_cache=False).logits
             return logits
 
+    class FirstOutput(nn.Module):
+        """A Hugging Face model as `output = model(x)`: its main input in, its first output out (the logits of a
+        classifier, the last hidden state of a bare encoder)."""
+
+        def __init__(self, model: nn.Module, input_name: str) -> None:
+            super().__init__()
+            self.model = model
+            self.input_name = input_name
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            output: torch.Tensor = self.model(**{self.input_name: x})[0]
+            return output
+
     _MODULES["CausalLMLogits"] = CausalLMLogits
+    _MODULES["FirstOutput"] = FirstOutput
     return _MODULES
 
 
@@ -132,24 +150,44 @@ def _hf_seq_len(config: Any) -> int:
     return int(min(SEQ_LEN, limit))
 
 
-def load_hf_folder(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """A Hugging Face causal LM folder as (module returning logits, example input int64[1, 32]), offline, float32."""
-    import torch
+def _architecture(config: dict[str, Any]) -> str | None:
+    """The model class config.json names (`architectures[0]`), or None when it names none."""
+    names = config.get("architectures")
+    return str(names[0]) if isinstance(names, list) and names and isinstance(names[0], str) else None
 
+
+def _is_causal_lm(architecture: str | None) -> bool:
+    return architecture is None or architecture.endswith("ForCausalLM")
+
+
+def load_hf_folder(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """A Hugging Face model folder as (module with one output, example inputs), offline, float32."""
     reason = hf_unavailable_reason()
     if reason:
         raise ModelError(reason, hint=f"pip install {HF_PIN}", code="NP-MDL-501")
-    check_hf_folder(folder)
+    architecture = _architecture(check_hf_folder(folder))
     _quiet_transformers()
+    if architecture is None or _is_causal_lm(architecture):
+        return _load_causal_lm(folder)
+    return _load_other(folder, architecture)
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def _load_causal_lm(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """A causal LM as (module returning logits, example input int64[1, 32])."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     try:
         model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32,
                                                      attn_implementation="sdpa")
     except Exception as exc:
-        raise ModelError(f"transformers cannot load {folder} as a causal language model: "
-                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                         hint="np takes decoder-only (causal LM) folders saved with save_pretrained.") from exc
+        raise ModelError(f"transformers cannot load {folder} as a causal language model: {_first_line(exc)}",
+                         hint="Save the model with save_pretrained (config.json names its class in `architectures`), "
+                              "or pass file.py:factory returning (model, example_inputs).") from exc
     model.eval()  # type: ignore[no-untyped-call]  # transformers' auto-model type has unannotated methods
     config = model.config
     seq_len = _hf_seq_len(config)
@@ -166,12 +204,69 @@ def load_hf_folder(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return wrapper, (example,)
 
 
+def _image_size(config: Any) -> tuple[int, int]:
+    """(height, width) from the config's `image_size` (an int or a pair); 224 when it has none (ResNet's)."""
+    size: Any = getattr(config, "image_size", None) or 224
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        return int(size[0]), int(size[1])
+    return int(size), int(size)
+
+
+def _load_other(folder: Path, architecture: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Any other architecture transformers names, by its class: (module returning its first output, example)."""
+    import torch
+    import transformers
+
+    cls = getattr(transformers, architecture, None)
+    if cls is None or not hasattr(cls, "from_pretrained"):
+        raise ModelError(f"{folder}/config.json names the architecture {architecture}, which transformers "
+                         f"{transformers.__version__} does not have.",
+                         hint=f"Install {HF_PIN}, or pass file.py:factory returning (model, example_inputs).")
+    try:
+        model = cls.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32)
+    except Exception as exc:
+        raise ModelError(f"transformers cannot load {folder} as {architecture}: {_first_line(exc)}",
+                         hint="Re-save the folder with save_pretrained, or pass file.py:factory returning "
+                              "(model, example_inputs).") from exc
+    model.eval()
+    config = model.config
+    input_name = str(getattr(model, "main_input_name", "input_ids"))
+    if input_name == "pixel_values":
+        height, width = _image_size(config)
+        generator = torch.Generator().manual_seed(0)
+        example = torch.randn((1, int(getattr(config, "num_channels", 3) or 3), height, width), generator=generator)
+    elif input_name == "input_ids":
+        seq_len = _hf_seq_len(config)
+        example = torch.tensor([_hf_ids(folder, EXAMPLE_TEXT * 4, int(config.vocab_size))[:seq_len]],
+                               dtype=torch.int64)
+    else:
+        raise ModelError(f"np cannot make an example input for {architecture}: its main input is `{input_name}` "
+                         "(np makes `input_ids` and `pixel_values`).",
+                         hint="Pass file.py:factory returning (model, example_inputs) instead of the folder.")
+    wrapper = _hf_modules()["FirstOutput"](model, input_name).eval()
+    try:
+        with torch.no_grad():
+            wrapper(example)
+    except Exception as exc:
+        raise ModelError(f"{architecture} from {folder} does not run on the example input np made "
+                         f"({input_name} {list(example.shape)}): {_first_line(exc)}",
+                         hint="Pass file.py:factory returning (model, example_inputs) instead of the folder.") from exc
+    return wrapper, (example,)
+
+
 def hf_calibration_samples(folder: Path, num_samples: int = -1) -> list[tuple[torch.Tensor, ...]] | None:
-    """The built-in calibration text through the folder's own tokenizer; None when the folder ships none."""
+    """The built-in calibration text through the folder's own tokenizer; None when the folder ships none, or when
+    the model does not take token ids (an image model)."""
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    architecture = _architecture(config)
+    if not _is_causal_lm(architecture):
+        import transformers
+
+        if getattr(getattr(transformers, str(architecture), None), "main_input_name", None) != "input_ids":
+            return None
     tokenizer = _hf_tokenizer(folder)
     if tokenizer is None:
         return None
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     seq_len = int(min(SEQ_LEN, config.get("max_position_embeddings") or SEQ_LEN))
     ids = [int(i) for i in tokenizer(CALIBRATION_TEXT, add_special_tokens=False)["input_ids"]]
     return token_windows(ids, seq_len, num_samples)

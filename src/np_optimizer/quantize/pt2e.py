@@ -16,7 +16,7 @@ from np_optimizer.backends import KeepFloat, get_backend
 if TYPE_CHECKING:
     import torch
     from torch.export import ExportedProgram
-    from torch.fx import Node
+    from torch.fx import GraphModule, Node
 
 __all__ = ["quantize_program", "quantized_layers", "weighted_layers"]
 
@@ -37,6 +37,48 @@ def _keep_float(names: frozenset[str]) -> KeepFloat:
     return matches
 
 
+_SCALAR_OPERAND_OPS = ("aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor")
+
+
+def _integer_scalars_to_constants(module: GraphModule) -> int:
+    """Give every Python scalar operand of an integer `add`/`sub`/`mul`/`div` node a tensor constant of the node's own
+    dtype; returns how many. Nothing else in the graph changes, nor what it computes.
+
+    Why: ExecuTorch's XNNPACKQuantizer.transform_for_annotation (`_convert_scalars_to_attrs`) turns each scalar of an
+    `add.Tensor`/`mul.Tensor` into a *float32* tensor, whatever the other operand is. On integer arithmetic (the
+    position ids and mask indices a Hugging Face model computes in its graph: `arange(32) + 0`) type promotion then
+    makes the result float, and the `aten.index` that takes it fails at calibration with "tensors used as indices must
+    be long, int, byte or bool tensors". An operand that is already a node is left alone by that transform.
+    """
+    import torch
+
+    graph = module.graph
+    count = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or str(node.target) not in _SCALAR_OPERAND_OPS:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.is_floating_point() or val.is_complex():
+            continue
+        args = list(node.args)
+        for index, arg in enumerate(args):
+            if not isinstance(arg, int):  # a node, or a float scalar (then the result would not be integer)
+                continue
+            constant = torch.tensor(arg, dtype=val.dtype)
+            name = f"_np_int_scalar_{node.name}_{index}"  # node names are unique in a graph
+            module.register_buffer(name, constant)
+            with graph.inserting_before(node):
+                attr = graph.get_attr(name)
+            fake_mode = getattr(val, "fake_mode", None)
+            attr.meta["val"] = fake_mode.from_tensor(constant, static_shapes=True) if fake_mode else constant
+            args[index] = attr
+            count += 1
+        node.args = tuple(args)
+    if count:
+        module.recompile()
+    return count
+
+
 def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, target: str | None,
                      calibration: Sequence[tuple[torch.Tensor, ...]],
                      keep_float: Iterable[str] = frozenset()) -> ExportedProgram:
@@ -48,7 +90,9 @@ def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, tar
     names = frozenset(keep_float)
     quantizer = build(target, _keep_float(names), bool(names))
     # check_guards=False: the default adds a `_guards_fn` call_module node the Arm quantizer's passes reject.
-    prepared = prepare_pt2e(program.module(check_guards=False), quantizer)
+    module = program.module(check_guards=False)
+    _integer_scalars_to_constants(module)
+    prepared = prepare_pt2e(module, quantizer)
     with torch.no_grad():
         for sample in calibration:
             prepared(*sample)
