@@ -167,10 +167,17 @@ def test_wrong_calibration_shapes_are_a_clear_error(run_np, workspace: Path, tmp
     data = tmp_path / "calib"
     data.mkdir()
     np.save(data / "a.npy", np.zeros((1, 32), dtype=np.float32))  # the MLP takes [1, 64]
+    refused = run_np("projects", "create", "--name", "badcal", "--model", "mlp", "--device", "raspberry_pi_5",
+                     "--calibration-dataset", str(data), "--json", cwd=workspace)
+    assert refused.exit_code == 3 and "a.npy" in refused.json["message"]  # a bad dataset is refused up front
+    # a project's copy damaged later: the run names the file, and what was made before is kept
+    np.save(data / "a.npy", np.zeros((1, 64), dtype=np.float32))
     exp = make_project(workspace, "badcal", calibration=data)
+    (copied,) = (exp.parent / "data" / "calibration").glob("*.npy")
+    np.save(copied, np.zeros((1, 32), dtype=np.float32))
     result = run_np("run", "--json", cwd=exp)
     assert result.exit_code == EXIT_FAILED
-    assert "a.npy has shape (1, 32), the model input is (1, 64)" in result.json["error"]["message"]
+    assert f"{copied.name} has shape (1, 32), the model input is (1, 64)" in result.json["error"]["message"]
     assert json.loads((exp / "00_input_model" / "job.json").read_text())["status"] == "success"  # nothing lost
 
 
