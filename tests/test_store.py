@@ -6,8 +6,10 @@ A real `np profile` is killed between its job.json and report.json writes; newer
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import stat
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,16 @@ def test_corrupt_job_is_set_aside_with_a_warning(experiment: Path, tmp_path: Pat
     assert kept[0].name in result.stderr and "could not be read" in result.stderr
     report = json.loads((experiment / "report.json").read_text())
     assert [s["job"] for s in report["pipeline"]["steps"]] == []  # the index follows the jobs that remain
+
+
+def test_every_file_of_a_run_is_written_whole_with_the_users_umask(finished: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    written = [finished / "report.json", finished / "meta.json", finished / "00_input_model" / "job.json",
+               finished / "00_input_model" / "artifacts" / "model.pt2",
+               finished / "00_input_model" / "artifacts" / "example_inputs.pt",
+               *finished.glob("*/artifacts/compiled_*/model.pte")]
+    assert len(written) >= 6
+    for path in written:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path  # not mkstemp's 0600
+    assert not [p for p in finished.rglob("*.tmp")], "no temporary file is left behind"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
 from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
+from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -125,7 +126,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -
     stats = delegation_stats(edge.exported_program())
     executorch_program = edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     pte = out_dir / "model.pte"
-    pte.write_bytes(executorch_program.buffer)
+    write_bytes(pte, executorch_program.buffer)  # atomic: a crash never leaves half a .pte
     # Files of executorch 1.4.1's Arm backend: output_tag<N>_<spec>.tosa per delegate, and Vela's
     # output/out_summary_<system config>.csv for the last delegate only (Vela overwrites per delegate).
     tosa = sorted(artifacts.glob("output_tag*.tosa"))

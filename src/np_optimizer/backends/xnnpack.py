@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
+from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -31,7 +32,7 @@ def lower_xnnpack(program: ExportedProgram, _target: str | None, out_dir: Path) 
     stats = delegation_stats(edge.exported_program())
     executorch_program = edge.to_executorch()
     pte = out_dir / "model.pte"
-    pte.write_bytes(executorch_program.buffer)
+    write_bytes(pte, executorch_program.buffer)  # atomic: a crash never leaves half a .pte
     reason = None
     if stats["num_delegates"] == 0:
         reason = "XNNPACK delegated no operator; the .pte runs on portable CPU kernels only"

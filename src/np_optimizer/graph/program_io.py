@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.errors import ModelError
+from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -45,15 +45,9 @@ def save_program(program: ExportedProgram, path: Path) -> Path:
     """Write a .pt2 atomically (temporary file, then rename), so a crash never leaves half a checkpoint."""
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".pt2", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.export.save(program, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    write_bytes(path, buffer.getvalue())
     return path
 
 
@@ -86,8 +80,9 @@ def load_program(path: Path) -> ExportedProgram:
 def save_inputs(inputs: list[tuple[torch.Tensor, ...]], path: Path) -> None:
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save([tuple(t.detach().contiguous() for t in sample) for sample in inputs], path)
+    buffer = io.BytesIO()
+    torch.save([tuple(t.detach().contiguous() for t in sample) for sample in inputs], buffer)
+    write_bytes(path, buffer.getvalue())  # atomic, like every file np writes
 
 
 def load_inputs(path: Path) -> list[tuple[torch.Tensor, ...]]:

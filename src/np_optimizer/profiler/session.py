@@ -25,6 +25,7 @@ from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue, ProfileResult, from_dict
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
+from np_optimizer.workspace.files import write_text
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["profile_checkpoint", "profile_run", "measurement_id", "round_base", "failed_round"]
@@ -201,7 +202,7 @@ def _restore(payload: dict[str, Any], work_dir: Path) -> MethodOutput:
     for name, text in payload.get("files", {}).items():
         target = data.get("artifacts", {}).get(name)
         if target:
-            (work_dir / target).write_text(text)
+            write_text(work_dir / target, text)
     return MethodOutput(**data)
 
 

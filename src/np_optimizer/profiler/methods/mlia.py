@@ -18,6 +18,7 @@ from np_optimizer.profiler.render import mib
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
 from np_optimizer.versions import np_version, tool_version
+from np_optimizer.workspace.files import write_text
 
 __all__ = ["profile_mlia", "static_counts"]
 
@@ -149,9 +150,9 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
                                    source="ops inside the Ethos-U delegate / all ops of the compiled program"))
     request.work_dir.mkdir(parents=True, exist_ok=True)
     breakdown = request.work_dir / "mlia_per_layer.json"
-    breakdown.write_text(json.dumps([{"partition": i, **e["per_layer"]} for i, e in enumerate(estimates)], indent=1))
+    write_text(breakdown, json.dumps([{"partition": i, **e["per_layer"]} for i, e in enumerate(estimates)], indent=1))
     raw = request.work_dir / "mlia_output.json"
-    raw.write_text(json.dumps([e["raw"] for e in estimates], indent=1))
+    write_text(raw, json.dumps([e["raw"] for e in estimates], indent=1))
     return MethodOutput(
         result_kind="estimated", metrics=metrics,
         extras={"memory_bytes": {k: sum(float(e["memory"][k]) for e in estimates) for k in (

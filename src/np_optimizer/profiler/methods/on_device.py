@@ -28,6 +28,7 @@ from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
+from np_optimizer.workspace.files import write_text
 
 __all__ = ["profile", "measure_options"]
 
@@ -232,7 +233,7 @@ def _write_raw(request: ProfileRequest, doc: dict[str, Any] | None) -> dict[str,
     if doc is None:
         return {}
     request.work_dir.mkdir(parents=True, exist_ok=True)
-    (request.work_dir / RAW_FILE).write_text(json.dumps(doc, indent=1))
+    write_text(request.work_dir / RAW_FILE, json.dumps(doc, indent=1))
     return {"raw": RAW_FILE}
 
 
