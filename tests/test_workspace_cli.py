@@ -206,3 +206,12 @@ def test_devices_ls_filters_and_formats(run_np, tmp_path: Path) -> None:
     plain = run_np("devices", "ls", "--plain", "--filter", "device=host", cwd=tmp_path).stdout.splitlines()
     assert plain[0].split("\t")[:3] == ["device", "runtime", "backend"] and plain[1].startswith("host\t")
     assert run_np("devices", "ls", "--filter", "colour=red", cwd=tmp_path).exit_code == EXIT_USAGE
+
+
+def test_projects_ls_lists_the_others_when_one_project_json_is_damaged(workspace: Path, run_np) -> None:
+    (workspace / "sample_npu" / "project.json").write_text("{truncated")
+    result = run_np("projects", "ls", "--json", cwd=workspace)
+    assert result.exit_code == 0, result.stderr
+    assert {p["name"] for p in result.json} >= {"sample_cpu", "sample_llm"}
+    assert "sample_npu" in result.stderr and "left out" in result.stderr
+    assert (workspace / "sample_npu" / "project.json").read_text() == "{truncated"  # a read never rewrites it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -139,7 +140,13 @@ def projects_list(*, cwd: Path | None = None) -> list[ProjectRecord]:
     if workspace is None:
         raise NotFoundError("No workspace here.", hint="Run `np workspace init`, or cd into a workspace.",
                             code="NP-WS-404")
-    return [_record(p) for p in workspace.projects()]
+    records = []
+    for project in workspace.projects():
+        try:
+            records.append(_record(project))
+        except ConfigError as exc:  # one damaged project must not hide the others
+            logging.getLogger("np.Projects").warning(f"{exc.message} It is left out of this list. {exc.hint or ''}")
+    return records
 
 
 def project_info(name: str | None = None, *, cwd: Path | None = None) -> ProjectRecord:
