@@ -3,9 +3,11 @@ two decoders) built from `transformers` configs with random weights, saved with 
 `np projects create --model <folder>` and `np run` on raspberry_pi_5 (GO + GQ; AQ + GO + GQ for the decoders).
 
 The configs are as small as the families allow (one block each): ExecuTorch's XNNPACK lowering, done once per
-checkpoint (17 here), is most of the time, and it grows with the number of graph nodes, not with the weights. The
-families run in two spawned worker processes (an np run keeps one core busy), each calling np's entry point in-process
-so that torch, ExecuTorch and transformers are imported once per worker, not once per command.
+checkpoint (17 here), is about three quarters of the time, and it grows with the number of graph nodes, not with the
+weights. The families run in two spawned worker processes (an np run keeps one core busy), each calling np's entry
+point in-process so that torch, ExecuTorch and transformers are imported once per worker, not once per command.
+On 2 otherwise idle cores the matrix takes about 200 s (CPU per family: ResNet 27 s, ViT 50 s, BERT 47 s, Llama 119 s,
+Qwen2 139 s, imports included).
 
 The Qwen2 config uses a sliding window shorter than the sequence, so the model cannot take np's constant positions
 and mask and computes them in its graph (`arange(32) + 0`, then `aten.index`): the integer arithmetic that ExecuTorch's
@@ -149,15 +151,17 @@ def _one_thread() -> None:
 
 
 @pytest.fixture(scope="module")
-def family_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FamilyRun]:
-    """Every family run once. `_WORKERS` worker processes (spawned: a fresh interpreter each) take the families in
-    turn, the longest (the decoders) first; each worker imports torch, ExecuTorch and transformers once and runs its
-    families one after the other, as `np` would in separate processes but without paying the imports every time."""
+def family_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, FamilyRun]:
+    """Every selected family (all of them, or those `-k` kept) run once. `_WORKERS` worker processes (spawned: a fresh
+    interpreter each) take the families in turn, the longest (the decoders) first; each worker imports torch,
+    ExecuTorch and transformers once and runs its families one after the other."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    selected = {item.callspec.params["family"].name for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec") and "family" in item.callspec.params}
     root = tmp_path_factory.mktemp("architectures")
-    order = sorted(FAMILIES, key=lambda f: -len(f.steps))
+    order = sorted((f for f in FAMILIES if f.name in selected), key=lambda f: -len(f.steps))
     with ProcessPoolExecutor(max_workers=_WORKERS, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_one_thread) as pool:
         futures = {f.name: pool.submit(_run_family, f, root / f.name) for f in order}
