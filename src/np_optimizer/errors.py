@@ -145,6 +145,7 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-RPT-426", EXIT_CONFIG, "A result file was written by a newer np."),
     ("NP-RPT-500", EXIT_CONFIG, "A result file is corrupt."),
     ("NP-NET-503", EXIT_NETWORK, "A network failure."),
+    ("NP-CCH-400", EXIT_USAGE, "A bad `np cache` option (an --older-than np cannot read, an unknown --kind)."),
     ("NP-TOOL-500", EXIT_FAILED, "torch, ExecuTorch, Vela or MLIA failed on a valid input."),
 )
 
