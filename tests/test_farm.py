@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_workspace, make_project, run_np_subprocess
+from conftest import copy_workspace, make_project
 from farm_fixture import Farm
 from sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 
@@ -45,10 +45,15 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
 
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory, sshd: SshServer) -> Iterator[Farm]:
+    import time as _t
+    t = _t.monotonic()
     with Farm.start(tmp_path_factory.mktemp("labgrid")) as lab:
+        print("TIMING coordinator", _t.monotonic() - t)
         service = {"address": sshd.host, "username": sshd.user, "port": sshd.port}
         lab.add_exporter("shelf", {place: service for place in PLACES})
+        print("TIMING exporter", _t.monotonic() - t)
         lab.add_places({place: (f"shelf/{place}/NetworkService", {"np-target": "rpi5"}) for place in PLACES})
+        print("TIMING places", _t.monotonic() - t)
         yield lab
 
 
@@ -60,8 +65,9 @@ def devices_yaml(farm_address: str, sshd: SshServer, work: Path, tags: str = "rp
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory, module_cache: Path, farm: Farm,
-             sshd: SshServer) -> Iterator[Path]:
-    """A finished run on raspberry_pi_5 whose graph_optimize checkpoint is compiled (by a first farm round)."""
+             sshd: SshServer) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """A finished run on raspberry_pi_5, then the first farm round of its graph_optimize checkpoint (which compiles
+    it), as `np profile -d raspberry_pi_5 --method on-device --json` prints it. In-process: torch loads once."""
     from np_optimizer import api
 
     root = tmp_path_factory.mktemp("farm-ws")
@@ -71,11 +77,15 @@ def finished(tmp_path_factory: pytest.TempPathFactory, module_cache: Path, farm:
         api.workspace_init(root / "ws")
         exp = make_project(root / "ws", "farm", run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n')
         (root / "ws" / "devices.yaml").write_text(devices_yaml(farm.address, sshd, root / "device-work"))
+        import time as _t
+        t = _t.monotonic()
         assert api.run(cwd=exp).exit_code == 0
-        first = run_np_subprocess("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device",
-                                  "--profile-opt", "num_executions=5,warmup=1", "--json", cwd=exp)
-        assert first.exit_code == 0, first.stdout[-2000:] + first.stderr[-2000:]
-        yield exp
+        print("TIMING run", _t.monotonic() - t)
+        first = api.profile(["graph_optimize"], method="on-device", device=DEVICE, cwd=exp,
+                            profile_opts={"num_executions": 5, "warmup": 1})
+        assert first.exit_code == 0, first.json_dict()
+        print("TIMING profile", _t.monotonic() - t, first.json_dict()["results"][0]["timings"])
+        yield exp, first.json_dict()
 
 
 @pytest.fixture(autouse=True)
@@ -98,31 +108,32 @@ def post_hoc(exp: Path) -> dict[str, dict[str, Any]]:
     return {r["measurement_id"]: r for r in json.loads((exp / "report.json").read_text())["post_hoc"]}
 
 
-def test_a_round_measures_through_a_reservation_and_a_place(finished: Path, farm: Farm, tmp_path: Path) -> None:
-    exp = copy_workspace(finished, tmp_path)
-    result = run_np_subprocess("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device",
-                               "--profile-opt", "num_executions=5,warmup=1", "--json", cwd=exp)
-    assert result.exit_code == 0, result.stderr[-2000:]
-    record = result.json["results"][0]
+def test_a_round_measures_through_a_reservation_and_a_place(finished: tuple[Path, dict[str, Any]], farm: Farm,
+                                                            sshd: SshServer, tmp_path: Path, run_np: Any) -> None:
+    exp, first = finished
+    record = first["results"][0]
+    assert record["status"] == "SUCCESS", record
     where = record["provenance"]["farm"]
     assert where["place"] in PLACES and where["exporter"] == "shelf" and where["tags"] == {"np-target": "rpi5"}
     assert where["labgrid_version"].startswith("26.") and where["coordinator"] == farm.address
     assert record["timings"]["queue_wait_s"] >= 0 and where["waited_s"] >= 0
     assert f"labgrid place {where['place']}" in record["metrics"][0]["source"]
     assert record["provenance"]["transport"].startswith("ssh ") and record["result_kind"] == "measured"
-    # the coordinator shows the place free again, and no reservation left
+    # the coordinator shows the place free again (labgrid's own client says so too), and no reservation is left
     assert all_free(farm)
     assert "acquired: None" in farm.show(where["place"])
-    table = run_np_subprocess("report", cwd=exp).stdout
-    assert f"@ {where['place']}" in table
-    listing = run_np_subprocess("devices", "ls", "--json", cwd=exp)
+    exp = copy_workspace(exp, tmp_path)
+    table = run_np("report", cwd=exp).stdout
+    assert f"@ {where['place']}" in table  # the post-hoc table's Device column names the board
+    listing = run_np("devices", "ls", "--json", cwd=exp)
     assert listing.exit_code == 0, listing.stderr
     pi = next(d for d in listing.json if d["device"] == DEVICE)
     assert {p["name"]: p["state"] for p in pi["farm"]["places"]} == {p: "free" for p in PLACES}
+    assert {p["board"] for p in pi["farm"]["places"]} == {f"{sshd.user}@127.0.0.1:{sshd.port}"}
 
 
-def test_three_rounds_on_two_places_never_share_one(finished: Path, farm: Farm, tmp_path: Path) -> None:
-    exp = copy_workspace(finished, tmp_path)
+def test_three_rounds_on_two_places_never_share_one(finished: tuple[Path, dict[str, Any]], farm: Farm, tmp_path: Path) -> None:
+    exp = copy_workspace(finished[0], tmp_path)
     command = [sys.executable, "-m", "np_optimizer", "profile", "graph_optimize", "-d", DEVICE, "--method",
                "on-device", "--profile-opt", LONG, "--json"]
     procs = [subprocess.Popen(command, cwd=exp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -145,8 +156,8 @@ def test_three_rounds_on_two_places_never_share_one(finished: Path, farm: Farm, 
     assert all_free(farm)
 
 
-def test_kill_9_while_holding_a_place_releases_it(finished: Path, farm: Farm, tmp_path: Path) -> None:
-    exp = copy_workspace(finished, tmp_path)
+def test_kill_9_while_holding_a_place_releases_it(finished: tuple[Path, dict[str, Any]], farm: Farm, tmp_path: Path) -> None:
+    exp = copy_workspace(finished[0], tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "profile", "graph_optimize", "-d", DEVICE,
                              "--method", "on-device", "--profile-opt", "num_executions=1000000,timeout=60"],
                             cwd=exp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -170,20 +181,20 @@ def test_kill_9_while_holding_a_place_releases_it(finished: Path, farm: Farm, tm
     print(f"place released {released_after:.1f} s after kill -9")
 
 
-def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: Path, farm: Farm, sshd: SshServer,
-                                                           tmp_path: Path) -> None:
-    exp = copy_workspace(finished, tmp_path)
+def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: tuple[Path, dict[str, Any]], farm: Farm,
+                                                           sshd: SshServer, tmp_path: Path, run_np: Any) -> None:
+    exp = copy_workspace(finished[0], tmp_path)
     ws = exp.parents[1]
     before = post_hoc(exp)
     assert before
     # a coordinator nobody listens on
     (ws / "devices.yaml").write_text(devices_yaml(f"127.0.0.1:{free_port()}", sshd, tmp_path / "work"))
-    result = run_np_subprocess("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device", "--json", cwd=exp)
+    result = run_np("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device", "--json", cwd=exp)
     assert result.exit_code == 4, result.stdout[-1500:]
     error = result.json["results"][0]["error"]
     assert error["code"] == "NP-FRM-503" and "coordinator" in error["message"] and "\n" not in error["message"]
-    listing = run_np_subprocess("devices", "ls", cwd=exp)
-    assert listing.exit_code == 4 and "NP-FRM-503" in listing.stderr + listing.stdout
+    listing = run_np("devices", "ls", cwd=exp)
+    assert listing.exit_code == 4 and "NP-FRM-503" in listing.stderr + listing.stdout, listing
     assert "Traceback" not in listing.stderr
     # an exporter that dies: its place has no board behind it any more
     service = {"address": sshd.host, "username": sshd.user, "port": sshd.port}
@@ -192,7 +203,7 @@ def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: Path, farm: 
     dying.kill()
     dying.wait()
     (ws / "devices.yaml").write_text(devices_yaml(farm.address, sshd, tmp_path / "work", tags="doomed"))
-    result = run_np_subprocess("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device", "--json", cwd=exp)
+    result = run_np("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device", "--json", cwd=exp)
     assert result.exit_code == 4, result.stdout[-1500:]
     error = result.json["results"][0]["error"]
     assert error["code"] == "NP-FRM-502" and "rpi5-c" in error["message"], error
