@@ -1,11 +1,12 @@
 """A labgrid board farm on loopback, for tests: a real `labgrid-coordinator` on a free 127.0.0.1 port in its own
 folder, and real `labgrid-exporter`s whose configuration exports NetworkService resources (pointing at the test's
-sshd); places are created, matched and tagged with `labgrid-client`, as a team would. Copied from labgrid's own
+sshd); places are created, matched and tagged with `labgrid-client`, as a team would (or, to start faster,
+written to the coordinator's places.yaml, where it keeps what labgrid-client made). Copied from labgrid's own
 tests/conftest.py in spirit: start the processes, wait for their ready lines, stop them by pid.
 
-    farm = Farm.start(root)
+    farm = Farm.start(root, places={"rpi5-a": ("shelf/rpi5-a/NetworkService", {"np-target": "rpi5"}), ...})
     farm.add_exporter("shelf", {"rpi5-a": service, "rpi5-b": service})
-    farm.add_places({"rpi5-a": ("shelf/rpi5-a/NetworkService", {"np-target": "rpi5"}), ...})
+    farm.add_places({"rpi5-c": ("dying/rpi5-c/NetworkService", {"np-target": "doomed"})})   # with labgrid-client
 """
 
 from __future__ import annotations
@@ -58,8 +59,16 @@ class Farm:
         self.exporters: dict[str, subprocess.Popen[bytes]] = {}
 
     @classmethod
-    def start(cls, root: Path) -> Farm:
+    def start(cls, root: Path, places: dict[str, tuple[str, dict[str, str]]] | None = None) -> Farm:
+        """The coordinator; `places` (name: (match, tags)) are written to its places.yaml first, the file where the
+        coordinator keeps the places labgrid-client made: the same places, without a labgrid-client start per step."""
         root.mkdir(parents=True, exist_ok=True)
+        if places:
+            now = time.time()
+            (root / "places.yaml").write_text(yaml.safe_dump({name: {
+                "aliases": [], "comment": "", "tags": dict(tags), "created": now, "changed": now,
+                "matches": [dict(zip(("exporter", "group", "cls"), match.split("/")), name=None, rename=None)]}
+                for name, (match, tags) in places.items()}))
         port = free_port()
         log = root / "coordinator.log"
         with open(log, "wb") as out:
