@@ -176,20 +176,20 @@ class FarmLease:
             return
         self._proc = None
         try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            out, _ = proc.communicate(timeout=RELEASE_WAIT_S)
+            out, _ = proc.communicate(timeout=RELEASE_WAIT_S)  # closes its stdin first, then reads to its end
             for line in out.splitlines():
                 if line.startswith("{") and (event := json.loads(line)).get("event") == "released":
                     self.release_errors = [str(e) for e in event.get("errors", [])]
         except subprocess.TimeoutExpired:  # it keeps trying on its own; np does not wait longer
             self.release_errors = [f"the labgrid client did not finish releasing within {RELEASE_WAIT_S:g} s"]
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError) as exc:
+            self.release_errors = [f"the labgrid client could not be told to release: {exc}"]
         finally:
             if self._err is not None:
                 self._err.close()
                 self._err = None
+            if self.place and self.release_errors:
+                self.place["release_errors"] = list(self.release_errors)
 
     def release(self) -> None:
         if self._proc is None:

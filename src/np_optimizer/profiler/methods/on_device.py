@@ -220,6 +220,9 @@ def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measur
     }
     if lock.place:
         provenance["farm"] = _farm_record(lock)
+        for error in lock.place.get("release_errors") or []:
+            warnings.append(f"The farm place {lock.place.get('place')} may still be held: {error}; release it with "
+                            f"`labgrid-client -p {lock.place.get('place')} release`.")
     return MethodOutput(result_kind=_KIND, metrics=metrics, extras=extras, provenance=provenance,
                         warnings=list(dict.fromkeys(warnings)), partial=partial, artifacts={"raw": RAW_FILE},
                         timings=_timings(lock, measurement))
