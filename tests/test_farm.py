@@ -152,18 +152,22 @@ def test_kill_9_while_holding_a_place_releases_it(finished: tuple[Path, dict[str
     proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "profile", "graph_optimize", "-d", DEVICE,
                              "--method", "on-device", "--profile-opt", "num_executions=1000000,timeout=60"],
                             cwd=exp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    acquired, released = farm.log_count("place acquired by"), farm.log_count("place released")
     try:
         deadline = time.monotonic() + 120
-        while not any(p["acquired"] for p in state(farm)["places"].values()):
+        while farm.log_count("place acquired by") == acquired:  # the coordinator prints each acquire
             assert proc.poll() is None and time.monotonic() < deadline, "np never acquired a place"
-            time.sleep(0.3)
+            time.sleep(0.1)
+        assert any(p["acquired"] for p in state(farm)["places"].values())
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         killed = time.monotonic()
-        while not all_free(farm):
+        while farm.log_count("place released") == released:
             assert time.monotonic() - killed < 20, state(farm)
-            time.sleep(0.2)
+            time.sleep(0.1)
         released_after = time.monotonic() - killed
+        while not all_free(farm):  # the reservation is cancelled right after the release
+            assert time.monotonic() - killed < 20, state(farm)
     finally:
         if proc.poll() is None:
             proc.kill()
