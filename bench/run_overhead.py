@@ -136,6 +136,22 @@ def _np(*args: str, cwd: Path, env: dict[str, str]) -> None:
         raise SystemExit(f"np {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
 
 
+def _breakdown(exp: Path) -> list[str]:
+    """Where np run's time went, from its own records: each job's parts and each profile round."""
+    import json
+
+    lines = []
+    for job_file in sorted(exp.glob("[0-9][0-9]_*/job.json")):
+        job = json.loads(job_file.read_text())
+        parts = ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in (job.get("timings") or {}).items())
+        lines.append(f"  {job['name']:<20} {job.get('duration_s') or 0:6.1f} s  ({parts})")
+        for round_ in job.get("profile", []):
+            timings = round_.get("timings") or {}
+            lines.append(f"    profile {round_['checkpoint'].lower():<14} compile {timings.get('compile_s', 0):.1f} s, "
+                         f"profile {timings.get('profile_s', 0):.1f} s")
+    return lines
+
+
 def np_run(root: Path, model_dir: Path, index: int) -> float:
     """A fresh workspace, project and caches; returns np run's wall time (the set-up commands are not counted)."""
     ws, cache = root / f"ws{index}", root / f"cache{index}"
@@ -150,6 +166,7 @@ def np_run(root: Path, model_dir: Path, index: int) -> float:
     start = time.perf_counter()
     _np("run", "--profile-method", "on-device", cwd=exp, env=env)
     elapsed = time.perf_counter() - start
+    print("\n".join(_breakdown(exp)), flush=True)
     shutil.rmtree(ws, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
     return elapsed

@@ -213,6 +213,7 @@ class JobRecord:
     errors: tuple[dict[str, Any], ...] = ()
     profile: tuple[ProfileResult, ...] = ()
     pid: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per part: step, save, compile, fidelity
     schema_version: int = SCHEMA_VERSION
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, reuse_note
 from np_optimizer.errors import ToolError, error_record
@@ -23,6 +23,8 @@ from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["config_hash", "JobRunner"]
+
+_T = TypeVar("_T")
 
 CHECKPOINT_FILE = "model.pt2"
 
@@ -80,15 +82,24 @@ class JobRunner:
             profile=tuple(p for p in (earlier.profile if earlier else ()) if p.trigger == "POSTHOC"),
         )
         self.store.write_job(record)
+        timings: dict[str, float] = {}
+
+        def timed(part: str, work: Callable[[], _T]) -> _T:  # where a job's time goes, kept in job.json
+            start = time.perf_counter()
+            try:
+                return work()
+            finally:
+                timings[f"{part}_s"] = round(time.perf_counter() - start, 3)
+
         try:
-            outcome = produce(artifacts)
-            ref, output, reloaded = self._save(outcome, artifacts, name, checkpoint)
-            compiled = self._compile(ref, job_dir, reloaded)
-            fidelity = self._fidelity(outcome, compiled, job_dir)
+            outcome = timed("step", lambda: produce(artifacts))
+            ref, output, reloaded = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
+            compiled = timed("compile", lambda: self._compile(ref, job_dir, reloaded))
+            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir))
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
-                             errors=(error_record(exc),))
+                             errors=(error_record(exc),), timings=timings)
             self.store.write_job(failed)
             raise
         warnings = list(outcome.warnings)
@@ -96,7 +107,7 @@ class JobRunner:
             warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
         done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
-                       compile=compiled.to_dict(), fidelity=fidelity, warnings=tuple(warnings))
+                       compile=compiled.to_dict(), fidelity=fidelity, warnings=tuple(warnings), timings=timings)
         self.store.write_job(done)
         return ref
 
