@@ -7,7 +7,8 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
       (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client >/dev/null); \
   else sudo apt-get install -y -qq openssh-server openssh-client >/dev/null; fi
 fi
-echo "ruff (lint) and mypy --strict (types) over the package, then pytest"
+echo "ruff (lint) and mypy --strict (types) over the package, then pytest on both cores (one worker per core,"
+echo "each test file on one worker so its module fixtures run once)"
 python -m ruff check src tests bench scripts
 python -m mypy src/np_optimizer
-exec python -m pytest -q "$@"
+exec python -m pytest -q -n "${NP_TEST_WORKERS:-2}" --dist loadfile "$@"

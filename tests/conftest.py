@@ -32,6 +32,17 @@ class NpResult:
         return json.loads(self.stdout)
 
 
+# The longest test files, first: `make test` spreads files over two workers in collection order, so a long file
+# collected last would leave one core idle at the end.
+_LONGEST_FIRST = ("test_architectures.py", "test_advanced_quantize.py", "test_farm.py", "test_pipeline.py",
+                  "test_measured_profiling.py", "test_hostile_inputs.py", "test_profiler.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within a file is kept
+
+
 @pytest.fixture
 def run_np(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     """Run `np ARGS` in-process from `cwd`; returns exit code and captured output."""
@@ -97,7 +108,11 @@ def session_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     so a test compiling a program an earlier test compiled gets a copy of the same bytes instead of lowering again:
     the suite's speed depends on it, no result does. Tests of the cache itself set NP_COMPILE_CACHE_DIR to their own
     folder."""
-    folder = tmp_path_factory.mktemp("np-compile-cache-session")
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one cache for every worker of the run (it takes concurrent writers)
+        base = base.parent
+    folder = base / "np-compile-cache-session"
+    folder.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NP_COMPILE_CACHE_DIR", str(folder))
         yield folder
