@@ -1,0 +1,69 @@
+"""`np report --html`: one self-contained page (inline CSS and SVG, no script, no network) rendered with Jinja2
+from the stored results. An experiment gives its page; a project gives one page with every experiment.
+
+    html = render_html(record)       # the ReportRecord np report builds (with --check, its budget verdict)
+
+Templates live in templates/ (report.html.j2 the page, experiment.html.j2 one experiment, style.css inlined);
+extra sections (per-layer views, accuracy metrics) register in sections.py. Reads files only (no torch).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from np_optimizer.report.html.context import ExperimentView, experiment_view
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+    from np_optimizer.records import ReportRecord
+
+__all__ = ["render_html", "TEMPLATES"]
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _environment() -> Environment:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    # autoescape: checkpoint names, warnings and tool output are text, never markup
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.globals["inf"] = float("inf")
+    return env
+
+
+def _project_views(record: ReportRecord) -> list[ExperimentView]:
+    from np_optimizer.errors import NpError
+    from np_optimizer.report.model import build_experiment_report
+    from np_optimizer.workspace.layout import Project
+    from np_optimizer.workspace.store import ExperimentStore
+
+    views = []
+    for exp in Project(Path(record.folder)).experiments():
+        try:
+            built = build_experiment_report(ExperimentStore(exp).read_report())
+        except NpError:  # the project table says "unreadable"; the page goes on with the others
+            continue
+        built.experiment.setdefault("name", exp.name)
+        views.append(experiment_view(built, exp.root))
+    return views
+
+
+def render_html(record: ReportRecord) -> str:
+    """The page of an experiment record, or of a project record (one section per experiment)."""
+    from np_optimizer.report.tables import report_tables
+
+    if record.experiment is not None:
+        views = [experiment_view(record.experiment, Path(record.folder), record.budgets)]
+        title = f"np report: {views[0].name}"
+        project_table = None
+    else:
+        views = _project_views(record)
+        title = f"np report: project {record.project.name if record.project else ''}"
+        project_table = report_tables(record)[0]
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _environment().get_template("report.html.j2").render(
+        title=title, views=views, project_table=project_table, generated=stamp, scope=record.scope)
