@@ -1,0 +1,52 @@
+"""Benchmark: `np report --html` on the samples (target: at most 1 s, file under 300 KB).
+
+Runs sample_npu and sample_cpu once (sample_cpu also measured on this machine, so its page has measured rounds and
+their spread), then times `np report --html` as fresh processes (what a user or a CI job runs) and the rendering
+alone in this process.
+
+    .venv/bin/python bench/report_html.py [rounds]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import np_command, spread, timed, workspace  # noqa: E402
+
+
+def main() -> int:
+    from np_optimizer import api
+    from np_optimizer.report.html import render_html
+
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    root = workspace()
+    experiments = {name: root / name / "experiment_01" for name in ("sample_npu", "sample_cpu")}
+    for name, exp in experiments.items():
+        api.run(experiment=str(exp))
+        if name == "sample_cpu":
+            api.profile(experiment=str(exp), method="on-device", device="host")
+    print(f"np report --html, {rounds} rounds each (wall time: median [min..max]):")
+    for name, exp in experiments.items():
+        command = np_command("report", "--html")
+        timed(command, exp)  # warm-up: page cache, .pyc files
+        process = [timed(command, exp) for _ in range(rounds)]
+        record = api.report(experiment=str(exp))
+        renders = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            html = render_html(record)
+            renders.append(time.perf_counter() - start)
+        size = (exp / "report.html").stat().st_size
+        verdict = "ok" if statistics.median(process) <= 1.0 and size < 300_000 else "OVER TARGET"
+        print(f"  {name:<11} fresh process {spread(process)}   render only {statistics.median(renders) * 1000:.0f} ms"
+              f"   {size / 1024:.0f} KB ({len(html.encode()) / 1024:.0f} KB rendered)   [{verdict}: <= 1 s, < 300 KB]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
