@@ -129,6 +129,9 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
         return Cell(text, metric_type)
     if metric.get("identical"):
         return Cell("identical", metric_type, None, identical=True, title=str(metric.get("source") or ""))
+    lowering = row.lowering or {}
+    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.get("status") == "unsupported":
+        return Cell("n/a", metric_type, title=str(lowering.get("reason") or "lowering unsupported on this device"))
     value = metric.get("value")
     if not _finite(value):
         return Cell("-", metric_type)
