@@ -136,6 +136,8 @@ def _profiled_pick(report: ExperimentReport, row: PipelineRow, metric_type: str)
             result = found[0]
             metric = _metric(result, metric_type) or {}
             how = "inline in np run" if result.get("trigger") == "RUN_INLINE" else "np profile (post hoc)"
+            if str(metric.get("source") or "").startswith("static count"):
+                kind = "static"  # weight bytes an on-device round copies from the job record: not measured
             return Pick(float(metric["value"]), kind, f"{result.get('method')} on {result.get('device')}, {how}: "
                         f"{metric.get('source') or kind}", result.get("measurement_id"))
     return Pick(None, reason=_why_missing(report, row, metric_type))

@@ -204,7 +204,7 @@ class Box:
 
 def box_chart(chart_id: str, boxes: Sequence[Box], unit: str, fmt: Callable[[float], str]) -> Markup:
     """One horizontal box per measured round: whiskers min..max, box q1..q3, median line, mean dot."""
-    row_h, top, left, right = 34, 8, 230, 230
+    row_h, top, left, right = 44, 8, 24, 250  # the round's label sits above its box
     h = top + row_h * len(boxes) + 24
     lo = min(b.minimum for b in boxes)
     hi = max(b.maximum for b in boxes)
@@ -219,9 +219,9 @@ def box_chart(chart_id: str, boxes: Sequence[Box], unit: str, fmt: Callable[[flo
            f'Measured latency per round ({escape(unit)})</title>']
     y = float(top)
     for b in boxes:
-        mid = y + row_h / 2 - 4
+        mid = y + 28
         out.append(f'<g class="round" data-n="{b.n}" data-median="{b.median!r}">'
-                   f'<text class="cp" x="{left - 8}" y="{mid + 4:.1f}" text-anchor="end">{escape(b.label)}</text>'
+                   f'<text class="cp" x="{left}" y="{y + 12:.1f}">{escape(b.label)}</text>'
                    f'<line class="whisker" x1="{sx(b.minimum):.1f}" y1="{mid:.1f}" x2="{sx(b.maximum):.1f}" '
                    f'y2="{mid:.1f}"/>'
                    f'<rect class="iqr" x="{sx(b.q1):.1f}" y="{mid - 8:.1f}" width="{max(sx(b.q3) - sx(b.q1), 1):.1f}" '

@@ -16,7 +16,7 @@ from markupsafe import Markup
 from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.errors import NpError
 from np_optimizer.profiler.render import humanize_count, mib
-from np_optimizer.report.budgets import BudgetVerdict, check_budgets, pick_value
+from np_optimizer.report.budgets import BudgetVerdict, Pick, check_budgets, pick_value
 from np_optimizer.report.html.charts import Bar, Box, BudgetLine, Point, Series, bar_chart, box_chart, scatter_chart
 from np_optimizer.report.html.sections import Section, SectionContext, render_sections
 from np_optimizer.report.model import ExperimentReport, PipelineRow
@@ -143,7 +143,7 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
     base_value = base.value(metric_type) if base is not None and base is not row else None
     if metric_type not in ("SNR", "DELEGATED_OPS", "MAX_ABS_ERROR") and _finite(base_value) and base_value:
         delta = f"{(float(value) - float(base_value)) / float(base_value):+.0%}"
-    return Cell(text, metric_type, float(value), delta, str(metric.get("result_kind") or ""),
+    return Cell(text, metric_type, float(value), delta, metric_kind(metric, str(metric.get("result_kind") or "")),
                 str(metric.get("source") or ""))
 
 
@@ -157,8 +157,15 @@ def _columns(report: ExperimentReport) -> list[tuple[str, str, str]]:
         [(t, t.replace("_", " ").capitalize(), units[t]) for t in others]
 
 
-def _series_key(result: dict[str, Any], trigger: str) -> tuple[str, str, str]:
-    kind, method, device = result.get("result_kind", ""), result.get("method", ""), result.get("device", "")
+def metric_kind(metric: dict[str, Any], result_kind: str) -> str:
+    """estimated | measured, or static for a count a round carries but did not measure or estimate (the weight
+    bytes, MACs and params an on-device round takes from the job record)."""
+    return "static" if str(metric.get("source") or "").startswith("static count") else result_kind
+
+
+def _series_key(result: dict[str, Any], trigger: str, metric: dict[str, Any]) -> tuple[str, str, str]:
+    kind = metric_kind(metric, str(result.get("result_kind", "")))
+    method, device = result.get("method", ""), result.get("device", "")
     when = "np run" if trigger == "RUN_INLINE" else "post hoc"
     return f"{kind}|{method}|{device}|{when}", f"{kind}: {method} on {device} ({when})", str(kind)
 
@@ -185,7 +192,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
         metric = row.metrics.get(metric_type)
         if metric_type in _PROFILED:
             if metric is not None and _finite(metric.get("value")) and row.profile:
-                key, label, kind = _series_key(row.profile, "RUN_INLINE")
+                key, label, kind = _series_key(row.profile, "RUN_INLINE", metric)
                 add(key, label, kind, name, float(metric["value"]))
             group = next((g for g in report.post_hoc if g.target == name), None)
             seen: set[tuple[str, str]] = set()
@@ -195,7 +202,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
                 if found is None or not _finite(found.get("value")) or pair in seen:
                     continue
                 seen.add(pair)
-                key, label, kind = _series_key(result, "POSTHOC")
+                key, label, kind = _series_key(result, "POSTHOC", found)
                 add(key, label, kind, name, float(found["value"]))
         elif metric_type == "PTE_SIZE":
             if metric is not None and _finite(metric.get("value")) and (row.lowering or {}).get("status") != \
@@ -228,26 +235,45 @@ def _charts(report: ExperimentReport, budgets: dict[str, Budget]) -> list[Chart]
     return charts
 
 
+def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> tuple[str, dict[str, Pick]]:
+    """The other device with the most checkpoints measured post hoc, and its newest latency per checkpoint."""
+    found: dict[str, dict[str, Pick]] = {}
+    for group in report.post_hoc:
+        for result in group.rounds:  # newest first
+            metric = next((m for m in result.get("metrics", []) if m.get("metric_type") == "LATENCY"), None)
+            if result.get("result_kind") != "measured" or metric is None or not _finite(metric.get("value")):
+                continue
+            picks = found.setdefault(str(result.get("device")), {})
+            picks.setdefault(group.target.upper(), Pick(float(metric["value"]), "measured", str(metric.get("source"))))
+    named = {r.checkpoint for r in steps}
+    best = max(found, key=lambda d: len(named & set(found[d])), default="")
+    return best, found.get(best, {})
+
+
 def _scatter(report: ExperimentReport) -> tuple[Markup | None, str]:
     steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
-    for metric_type, label in (("LATENCY", "Latency (ms)"), ("PTE_SIZE", ".pte size (MB)")):
-        picks = {r.checkpoint: pick_value(report, r, metric_type) for r in steps}
+    device = str(report.experiment.get("device"))
+    other, elsewhere = _measured_elsewhere(report, steps)
+    candidates = [("LATENCY", "Latency (ms)", {r.checkpoint: pick_value(report, r, "LATENCY") for r in steps}, ""),
+                  ("LATENCY", f"Latency on {other} (ms, measured)", elsewhere,
+                   f" No latency on {device} here: the latency measured on {other} stands in for it."),
+                  ("PTE_SIZE", ".pte size (MB)", {r.checkpoint: pick_value(report, r, "PTE_SIZE") for r in steps},
+                   f" No latency on {device} here, so .pte size stands in for it.")]
+    for metric_type, label, picks, why in candidates:
         if not any(p.value is not None for p in picks.values()):
             continue
         points = []
         for row in steps:
-            x, y = picks[row.checkpoint], pick_value(report, row, "SNR")
+            x, y = picks.get(row.checkpoint, Pick(None)), pick_value(report, row, "SNR")
             if x.value is None or y.value is None or not math.isfinite(y.value):
                 continue
             shown = x.value / _SHOWN[metric_type][2]
             points.append(Point(row.checkpoint.lower(), shown, y.value, f"{_fmt(metric_type, x.value)} "
                                 f"{_SHOWN[metric_type][1]} ({x.kind})", f"SNR {y.value:.2f} dB"))
         if not points:
-            break
-        why = "" if metric_type == "LATENCY" else f" No latency on {report.experiment.get('device')} here, so " \
-            ".pte size stands in for it."
+            continue
         return scatter_chart("sc", points, label, "SNR (dB)"), \
-            f"Each optimized checkpoint's {label.lower()} against its SNR vs INPUT_MODEL (the reference, not " \
+            f"Each optimized checkpoint's {label} against its SNR vs INPUT_MODEL (the reference, not " \
             f"plotted); latency is measured where a measurement exists, else estimated. Diamonds joined by the line " \
             f"form the Pareto front (no other checkpoint is both faster or smaller and more faithful).{why}"
     return None, "No checkpoint has both an SNR and a latency or .pte size yet."
