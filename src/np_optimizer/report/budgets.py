@@ -151,19 +151,19 @@ def _why_missing(report: ExperimentReport, row: PipelineRow, metric_type: str) -
         return f"{row.model} failed"
     device = _BY_NAME.get(device_name)
     methods = {str(r.get("method")) for r in _rounds(report, row)}
+    others = {str(r.get("device")) for g in report.post_hoc if g.target == row.checkpoint.lower()
+              for r in g.rounds if r.get("device") != device_name}
+    elsewhere = f"; rounds on {', '.join(sorted(others))} are of another device and are not used" if others else ""
     if not methods:
-        others = {str(r.get("device")) for g in report.post_hoc if g.target == row.checkpoint.lower()
-                  for r in g.rounds}
-        elsewhere = f"; post-hoc rounds on {', '.join(sorted(others))} are of another device and are not used" \
-            if others else ""
         return f"{row.checkpoint.lower()} has no successful profile round on {device_name}{elsewhere}"
     if device is not None:
         missing = [m for m in sorted(methods) if (s := device.method(m)) is not None
                    and metric_type not in {str(x) for x in s.metrics}]
         if missing:
             return f"{metric_type} is not given by {', '.join(missing)} on {device_name} " \
-                   f"({device.runtime}/{device.backend}); measure it with np profile --method on-device"
-    return f"no {metric_type} in the rounds of {row.checkpoint.lower()} on {device_name}"
+                   f"({device.runtime}/{device.backend}){elsewhere}; measure it on {device_name} with np profile " \
+                   "--method on-device"
+    return f"no {metric_type} in the rounds of {row.checkpoint.lower()} on {device_name}{elsewhere}"
 
 
 def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> Pick:
