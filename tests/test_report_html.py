@@ -290,3 +290,18 @@ def test_run_check_fails_with_exit_6(samples: dict[str, Path], run_np, tmp_path:
     assert result.exit_code == EXIT_BUDGET, result.stdout + result.stderr
     assert "Run completed successfully" in result.stdout and "Budgets FAILED on graph_quantize" in result.stdout
     assert len(ET.parse(junit).getroot().findall("testsuite/testcase/failure")) == 1
+
+
+def test_html_and_check_read_stored_results_without_torch(samples: dict[str, Path], tmp_path: Path) -> None:
+    """np report --html and --check import no torch, ExecuTorch or MLIA (they read report.json and the job files)."""
+    import subprocess as sp
+    import sys
+
+    code = ("import sys\nfrom np_optimizer.cli.main import main\n"
+            f"rc = main(['report', '--html', {str(tmp_path / 'r.html')!r}, '--check', '--junit', "
+            f"{str(tmp_path / 'j.xml')!r}])\n"
+            "print('HEAVY', [m for m in ('torch', 'executorch', 'mlia', 'torchao') if m in sys.modules])\n"
+            "sys.exit(rc)\n")
+    proc = sp.run([sys.executable, "-c", code], cwd=samples["npu"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stdout and (tmp_path / "r.html").is_file() and (tmp_path / "j.xml").is_file()
