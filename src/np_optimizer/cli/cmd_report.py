@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Compare every checkpoint of an experiment side by side (or every experiment of a project)."""
         from np_optimizer.api.report import report as build
+        from np_optimizer.cli.render import out
         from np_optimizer.cli.report_views import get_report_view, print_budget_outcome
         from np_optimizer.errors import UsageError
 
@@ -59,8 +60,6 @@ def register(app: typer.Typer) -> None:
 
             written = write_html_report(record, file)
             print_budget_outcome(record, junit)
-            from np_optimizer.cli.render import out
-
             out.print(f"HTML report: {written}", soft_wrap=True)
             return record.exit_code
         get_report_view("json" if json_mode else "plain" if plain else "table")(record)

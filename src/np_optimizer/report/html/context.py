@@ -4,9 +4,7 @@ warnings, the glossary and the budgets. Reads files only (no torch)."""
 
 from __future__ import annotations
 
-import json
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -16,17 +14,18 @@ from markupsafe import Markup
 from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.errors import NpError
 from np_optimizer.profiler.render import humanize_count, mib
-from np_optimizer.report.budgets import BudgetVerdict, Pick, check_budgets, pick_value
-from np_optimizer.report.html.charts import Bar, Box, BudgetLine, Point, Series, bar_chart, box_chart, scatter_chart
+from np_optimizer.report.budgets import BudgetVerdict, check_budgets
+from np_optimizer.report.html.charts import Bar, BudgetLine, Series, bar_chart
 from np_optimizer.report.html.sections import Section, SectionContext, render_sections
 from np_optimizer.report.model import ExperimentReport, PipelineRow
 from np_optimizer.report.tables import Table, fmt_number, post_hoc_tables
 
-__all__ = ["Cell", "Row", "Chart", "ExperimentView", "experiment_view", "CHART_METRICS"]
+__all__ = ["Cell", "Row", "Chart", "ExperimentView", "experiment_view", "CHART_METRICS", "SHOWN", "is_finite", "fmt_metric",
+           "metric_kind"]
 
 _MIB = 1024.0 * 1024.0
 # metric type -> (header, unit shown, stored value / shown value)
-_SHOWN: dict[str, tuple[str, str, float]] = {
+SHOWN: dict[str, tuple[str, str, float]] = {
     "LATENCY": ("Latency", "ms", 1.0),
     "MEMORY": ("Memory", "MB", 1.0),
     "MACS": ("MACs", "MACs", 1.0),
@@ -103,7 +102,7 @@ class ExperimentView:
     sections: list[Section] = field(default_factory=list)
 
 
-def _fmt(metric_type: str, value: float) -> str:
+def fmt_metric(metric_type: str, value: float) -> str:
     if metric_type in ("MACS", "PARAMS"):
         return humanize_count(value)
     if metric_type == "MODEL_WEIGHT_MEMORY":
@@ -117,7 +116,7 @@ def _fmt(metric_type: str, value: float) -> str:
     return fmt_number(value)
 
 
-def _finite(value: Any) -> TypeGuard[float]:
+def is_finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -133,15 +132,15 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
     if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.get("status") == "unsupported":
         return Cell("n/a", metric_type, title=str(lowering.get("reason") or "lowering unsupported on this device"))
     value = metric.get("value")
-    if not _finite(value):
+    if not is_finite(value):
         return Cell("-", metric_type)
-    text = _fmt(metric_type, float(value))
+    text = fmt_metric(metric_type, float(value))
     if metric_type == "DELEGATED_OPS":
         total = row.value("TOTAL_OPS")
         text += f"/{total:.0f}" if total else ""
     delta = ""
     base_value = base.value(metric_type) if base is not None and base is not row else None
-    if metric_type not in ("SNR", "DELEGATED_OPS", "MAX_ABS_ERROR") and _finite(base_value) and base_value:
+    if metric_type not in ("SNR", "DELEGATED_OPS", "MAX_ABS_ERROR") and is_finite(base_value) and base_value:
         delta = f"{(float(value) - float(base_value)) / float(base_value):+.0%}"
     return Cell(text, metric_type, float(value), delta, metric_kind(metric, str(metric.get("result_kind") or "")),
                 str(metric.get("source") or ""))
@@ -150,10 +149,10 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
 def _columns(report: ExperimentReport) -> list[tuple[str, str, str]]:
     present = {t for r in report.rows for t, m in r.metrics.items()
                if m.get("value") is not None or m.get("identical")} - _NOT_COLUMNS
-    known = [t for t in _SHOWN if t in present]
-    others = sorted(present - set(_SHOWN))  # metrics other views add (accuracy...) get a column of their own
+    known = [t for t in SHOWN if t in present]
+    others = sorted(present - set(SHOWN))  # metrics other views add (accuracy...) get a column of their own
     units = {t: str(next(r.metrics[t].get("unit") for r in report.rows if t in r.metrics)) for t in others}
-    return [(t, _SHOWN[t][0], _SHOWN[t][1]) for t in known] + \
+    return [(t, SHOWN[t][0], SHOWN[t][1]) for t in known] + \
         [(t, t.replace("_", " ").capitalize(), units[t]) for t in others]
 
 
@@ -173,7 +172,7 @@ def _series_key(result: dict[str, Any], trigger: str, metric: dict[str, Any]) ->
 def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], list[Bar], list[tuple[str, str]]]:
     """The bars of one metric: the inline round of every checkpoint, and the newest post-hoc round per (device,
     method) of each; .pte size and SNR from the jobs."""
-    scale = _SHOWN[metric_type][2]
+    scale = SHOWN[metric_type][2]
     series: dict[str, Series] = {}
     bars: list[Bar] = []
     notes: list[tuple[str, str]] = []
@@ -182,7 +181,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
         if key not in series:
             series[key] = Series(key, label, kind, len(series))
         shown = stored / scale
-        text = f"{_fmt(metric_type, stored)} {_SHOWN[metric_type][1]}" + (f" ({kind})" if kind in (
+        text = f"{fmt_metric(metric_type, stored)} {SHOWN[metric_type][1]}" + (f" ({kind})" if kind in (
             "estimated", "measured") else "")
         bars.append(Bar(checkpoint, key, shown, stored, text))
 
@@ -191,7 +190,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
         name = row.checkpoint.lower()
         metric = row.metrics.get(metric_type)
         if metric_type in _PROFILED:
-            if metric is not None and _finite(metric.get("value")) and row.profile:
+            if metric is not None and is_finite(metric.get("value")) and row.profile:
                 key, label, kind = _series_key(row.profile, "RUN_INLINE", metric)
                 add(key, label, kind, name, float(metric["value"]))
             group = next((g for g in report.post_hoc if g.target == name), None)
@@ -199,19 +198,19 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
             for result in group.rounds if group else []:  # newest first: the first of each (device, method)
                 found = next((m for m in result.get("metrics", []) if m.get("metric_type") == metric_type), None)
                 pair = (str(result.get("device")), str(result.get("method")))
-                if found is None or not _finite(found.get("value")) or pair in seen:
+                if found is None or not is_finite(found.get("value")) or pair in seen:
                     continue
                 seen.add(pair)
                 key, label, kind = _series_key(result, "POSTHOC", found)
                 add(key, label, kind, name, float(found["value"]))
         elif metric_type == "PTE_SIZE":
-            if metric is not None and _finite(metric.get("value")) and (row.lowering or {}).get("status") != \
+            if metric is not None and is_finite(metric.get("value")) and (row.lowering or {}).get("status") != \
                     "unsupported":
                 add("static|pte", f"static: .pte compiled for {device}", "static", name, float(metric["value"]))
         elif metric_type == "SNR" and metric is not None:
             if metric.get("identical"):
                 notes.append((name, "identical to INPUT_MODEL (no finite SNR)"))
-            elif _finite(metric.get("value")):
+            elif is_finite(metric.get("value")):
                 add("fidelity|snr", "fidelity: outputs vs INPUT_MODEL", "fidelity", name, float(metric["value"]))
     return list(series.values()), bars, notes
 
@@ -223,7 +222,7 @@ def _charts(report: ExperimentReport, budgets: dict[str, Budget]) -> list[Chart]
         series, bars, notes = _bars(report, metric_type)
         if not bars and not notes:
             continue
-        header, unit, _scale = _SHOWN[metric_type]
+        header, unit, _scale = SHOWN[metric_type]
         budget = next((b for b in budgets.values() if b.metric.metric_type == metric_type), None)
         line = None if budget is None else BudgetLine(budget.limit, f"budget {'≥' if budget.metric.minimum else '≤'} "
                                                                     f"{budget.limit:g} {unit}")
@@ -233,92 +232,6 @@ def _charts(report: ExperimentReport, budgets: dict[str, Budget]) -> list[Chart]
                   "or static values." + (f" The dashed line is the budget ({budget.origin})." if budget else "")
         charts.append(Chart(metric_type, header, svg, len(bars), caption))
     return charts
-
-
-def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> tuple[str, dict[str, Pick]]:
-    """The other device with the most checkpoints measured post hoc, and its newest latency per checkpoint."""
-    found: dict[str, dict[str, Pick]] = {}
-    for group in report.post_hoc:
-        for result in group.rounds:  # newest first
-            metric = next((m for m in result.get("metrics", []) if m.get("metric_type") == "LATENCY"), None)
-            if result.get("result_kind") != "measured" or metric is None or not _finite(metric.get("value")):
-                continue
-            picks = found.setdefault(str(result.get("device")), {})
-            picks.setdefault(group.target.upper(), Pick(float(metric["value"]), "measured", str(metric.get("source"))))
-    named = {r.checkpoint for r in steps}
-    best = max(found, key=lambda d: len(named & set(found[d])), default="")
-    return best, found.get(best, {})
-
-
-def _scatter(report: ExperimentReport) -> tuple[Markup | None, str]:
-    steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
-    device = str(report.experiment.get("device"))
-    other, elsewhere = _measured_elsewhere(report, steps)
-    candidates = [("LATENCY", "Latency (ms)", {r.checkpoint: pick_value(report, r, "LATENCY") for r in steps}, ""),
-                  ("LATENCY", f"Latency on {other} (ms, measured)", elsewhere,
-                   f" No latency on {device} here: the latency measured on {other} stands in for it."),
-                  ("PTE_SIZE", ".pte size (MB)", {r.checkpoint: pick_value(report, r, "PTE_SIZE") for r in steps},
-                   f" No latency on {device} here, so .pte size stands in for it.")]
-    for metric_type, label, picks, why in candidates:
-        if not any(p.value is not None for p in picks.values()):
-            continue
-        points = []
-        for row in steps:
-            x, y = picks.get(row.checkpoint, Pick(None)), pick_value(report, row, "SNR")
-            if x.value is None or y.value is None or not math.isfinite(y.value):
-                continue
-            shown = x.value / _SHOWN[metric_type][2]
-            points.append(Point(row.checkpoint.lower(), shown, y.value, f"{_fmt(metric_type, x.value)} "
-                                f"{_SHOWN[metric_type][1]} ({x.kind})", f"SNR {y.value:.2f} dB"))
-        if not points:
-            continue
-        return scatter_chart("sc", points, label, "SNR (dB)"), \
-            f"Each optimized checkpoint's {label} against its SNR vs INPUT_MODEL (the reference, not " \
-            f"plotted); latency is measured where a measurement exists, else estimated. Diamonds joined by the line " \
-            f"form the Pareto front (no other checkpoint is both faster or smaller and more faithful).{why}"
-    return None, "No checkpoint has both an SNR and a latency or .pte size yet."
-
-
-def _samples(folder: Path, result: dict[str, Any]) -> tuple[list[float], str]:
-    raw = (result.get("artifacts") or {}).get("raw")
-    if raw:
-        try:
-            data = json.loads((folder / raw).read_text())
-            samples = [float(x) for x in data.get("samples_ms") or []]
-            if samples:
-                return samples, f"{len(samples)} raw samples from {raw}"
-        except (OSError, ValueError, TypeError, AttributeError):
-            pass
-    return [], f"raw samples missing ({raw or 'no file recorded'}); the stored summary is drawn"
-
-
-def _box(label: str, samples: list[float], summary: dict[str, Any]) -> Box | None:
-    if len(samples) >= 2:
-        q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-        return Box(label, min(samples), q1, median, q3, max(samples), statistics.fmean(samples), len(samples))
-    keys = ("min", "q1", "median", "q3", "max", "avg")
-    if all(_finite(summary.get(k)) for k in keys):
-        low, q1, median, q3, high, mean = (float(summary[k]) for k in keys)
-        return Box(label, low, q1, median, q3, high, mean, int(summary.get("n") or 0))
-    return None
-
-
-def _boxes(report: ExperimentReport, folder: Path) -> tuple[Markup | None, list[str]]:
-    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
-              and r.profile.get("result_kind") == "measured"]
-    rounds += [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
-    boxes, notes = [], []
-    for result in rounds:
-        label = f"{str(result.get('checkpoint', '')).lower()} · {result.get('device')} · " \
-                f"{str(result.get('started_at', ''))[:16].replace('T', ' ')}"
-        samples, note = _samples(folder, result)
-        box = _box(label, samples, (result.get("extras") or {}).get("latency_ms") or {})
-        if box is not None:
-            boxes.append(box)
-            notes.append(f"{label}: {note}; {(result.get('provenance') or {}).get('runs_done')} timed runs")
-    if not boxes:
-        return None, []
-    return box_chart("bx", boxes, "ms", fmt_number), notes
 
 
 def _versions(report: ExperimentReport) -> list[tuple[str, str]]:
@@ -402,8 +315,10 @@ def experiment_view(report: ExperimentReport, folder: Path, verdict: BudgetVerdi
                 entry = f"{group.target} on {result.get('device')} ({result.get('method')}): {text}"
                 if entry not in warnings:
                     warnings.append(entry)
-    scatter, scatter_caption = _scatter(report)
-    boxes, box_notes = _boxes(report, folder)
+    from np_optimizer.report.html.figures import measured_spread, tradeoff_scatter
+
+    scatter, scatter_caption = tradeoff_scatter(report)
+    boxes, box_notes = measured_spread(report, folder)
     return ExperimentView(
         name=str(experiment.get("name", folder.name)), status=str(experiment.get("status", "")),
         device=str(experiment.get("device", "")), runtime=str(experiment.get("runtime", "")),
