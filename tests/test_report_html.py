@@ -12,6 +12,7 @@ carries (data-value) equal to np report --json's. It saves a PNG screenshot in t
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -192,6 +193,8 @@ def test_project_html_has_every_experiment(samples: dict[str, Path], run_np, tmp
     html = page.read_text()
     assert html.count('<article class="experiment"') == len([p for p in root.iterdir() if (p / "run.yaml").is_file()])
     assert "Project: sample_npu" in html
+    ids = re.findall(r' id="([^"]+)"', html)  # SVG patterns and anchors stay unique across experiments
+    assert ids and len(ids) == len(set(ids))
 
 
 def test_html_refuses_a_folder_and_stray_files(samples: dict[str, Path], run_np, tmp_path: Path) -> None:

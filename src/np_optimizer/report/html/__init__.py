@@ -66,14 +66,14 @@ def _project_views(record: ReportRecord) -> list[ExperimentView]:
     from np_optimizer.workspace.layout import Project
     from np_optimizer.workspace.store import ExperimentStore
 
-    views = []
+    views: list[ExperimentView] = []
     for exp in Project(Path(record.folder)).experiments():
         try:
             built = build_experiment_report(ExperimentStore(exp).read_report())
         except NpError:  # the project table says "unreadable"; the page goes on with the others
             continue
         built.experiment.setdefault("name", exp.name)
-        views.append(experiment_view(built, exp.root))
+        views.append(experiment_view(built, exp.root, prefix=f"e{len(views) + 1}"))
     return views
 
 

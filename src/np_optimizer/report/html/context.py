@@ -215,7 +215,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
     return list(series.values()), bars, notes
 
 
-def _charts(report: ExperimentReport, budgets: dict[str, Budget]) -> list[Chart]:
+def _charts(report: ExperimentReport, budgets: dict[str, Budget], prefix: str) -> list[Chart]:
     charts = []
     checkpoints = [r.checkpoint.lower() for r in report.rows]
     for index, metric_type in enumerate(CHART_METRICS):
@@ -226,7 +226,7 @@ def _charts(report: ExperimentReport, budgets: dict[str, Budget]) -> list[Chart]
         budget = next((b for b in budgets.values() if b.metric.metric_type == metric_type), None)
         line = None if budget is None else BudgetLine(budget.limit, f"budget {'≥' if budget.metric.minimum else '≤'} "
                                                                     f"{budget.limit:g} {unit}")
-        svg = bar_chart(f"c{index}", metric_type, header, unit, checkpoints, series, bars, line, notes)
+        svg = bar_chart(f"{prefix}c{index}", metric_type, header, unit, checkpoints, series, bars, line, notes)
         kinds = sorted({s.kind for s in series})
         caption = f"{header} in {unit} ({' and '.join(kinds)}); hatched bars are estimates, solid bars measured " \
                   "or static values." + (f" The dashed line is the budget ({budget.origin})." if budget else "")
@@ -292,7 +292,9 @@ def _budgets(report: ExperimentReport, folder: Path, verdict: BudgetVerdict | No
     return check_budgets(report, budgets), {b.key: b for b in budgets if b.key in BUDGET_METRICS}
 
 
-def experiment_view(report: ExperimentReport, folder: Path, verdict: BudgetVerdict | None = None) -> ExperimentView:
+def experiment_view(report: ExperimentReport, folder: Path, verdict: BudgetVerdict | None = None,
+                    prefix: str = "e1") -> ExperimentView:
+    """What one experiment's section shows; `prefix` keeps SVG ids unique when a project page holds several."""
     experiment = report.experiment
     warnings = list(report.warnings)
     shown_verdict, budgets = _budgets(report, folder, verdict, warnings)
@@ -317,13 +319,13 @@ def experiment_view(report: ExperimentReport, folder: Path, verdict: BudgetVerdi
                     warnings.append(entry)
     from np_optimizer.report.html.figures import measured_spread, tradeoff_scatter
 
-    scatter, scatter_caption = tradeoff_scatter(report)
-    boxes, box_notes = measured_spread(report, folder)
+    scatter, scatter_caption = tradeoff_scatter(report, prefix)
+    boxes, box_notes = measured_spread(report, folder, prefix)
     return ExperimentView(
         name=str(experiment.get("name", folder.name)), status=str(experiment.get("status", "")),
         device=str(experiment.get("device", "")), runtime=str(experiment.get("runtime", "")),
         backend=str(experiment.get("backend", "")), versions=_versions(report), columns=columns, rows=rows,
-        charts=_charts(report, budgets), scatter=scatter, scatter_caption=scatter_caption, boxes=boxes,
+        charts=_charts(report, budgets, prefix), scatter=scatter, scatter_caption=scatter_caption, boxes=boxes,
         box_notes=box_notes, post_hoc=post_hoc_tables(report.post_hoc), warnings=warnings,
         notices=list(report.notices), glossary=_glossary(report, columns), budgets=shown_verdict,
         budgets_checked=verdict is not None, sections=render_sections(SectionContext(report, folder)))

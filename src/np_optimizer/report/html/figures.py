@@ -36,7 +36,7 @@ def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> t
     return best, found.get(best, {})
 
 
-def tradeoff_scatter(report: ExperimentReport) -> tuple[Markup | None, str]:
+def tradeoff_scatter(report: ExperimentReport, prefix: str = "e1") -> tuple[Markup | None, str]:
     steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
     device = str(report.experiment.get("device"))
     other, elsewhere = _measured_elsewhere(report, steps)
@@ -58,7 +58,7 @@ def tradeoff_scatter(report: ExperimentReport) -> tuple[Markup | None, str]:
                                 f"{SHOWN[metric_type][1]} ({x.kind})", f"SNR {y.value:.2f} dB"))
         if not points:
             continue
-        return scatter_chart("sc", points, label, "SNR (dB)"), \
+        return scatter_chart(f"{prefix}sc", points, label, "SNR (dB)"), \
             f"Each optimized checkpoint's {label} against its SNR vs INPUT_MODEL (the reference, not " \
             f"plotted); latency is measured where a measurement exists, else estimated. Diamonds joined by the line " \
             f"form the Pareto front (no other checkpoint is both faster or smaller and more faithful).{why}"
@@ -89,7 +89,7 @@ def _box(label: str, samples: list[float], summary: dict[str, Any]) -> Box | Non
     return None
 
 
-def measured_spread(report: ExperimentReport, folder: Path) -> tuple[Markup | None, list[str]]:
+def measured_spread(report: ExperimentReport, folder: Path, prefix: str = "e1") -> tuple[Markup | None, list[str]]:
     rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
               and r.profile.get("result_kind") == "measured"]
     rounds += [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
@@ -104,4 +104,4 @@ def measured_spread(report: ExperimentReport, folder: Path) -> tuple[Markup | No
             notes.append(f"{label}: {note}; {(result.get('provenance') or {}).get('runs_done')} timed runs")
     if not boxes:
         return None, []
-    return box_chart("bx", boxes, "ms", fmt_number), notes
+    return box_chart(f"{prefix}bx", boxes, "ms", fmt_number), notes
