@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/pipeline.py
 	$(PY) bench/profile.py
 	$(PY) bench/measure.py
+	$(PY) bench/report_html.py
 
 docs: $(STAMP)
 	$(PY) -m np_optimizer.devices.compat_doc > docs/compatibility.md

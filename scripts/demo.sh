@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: a workspace with the built-in samples; each is validated, run (steps, compilation, profiling) and
 # reported. sample_cpu is also measured on this machine (`host`) after the run, so its report shows measured latency
-# and memory beside the MLIA figures.
+# and memory beside the MLIA figures. Each sample's report is also written as one HTML page (np report --html).
 set -euo pipefail
 dir="${DEMO_DIR:-demo-workspace}"
 np workspace init "$dir"
@@ -17,7 +17,9 @@ for sample in $samples; do
     np profile --method on-device -d host
   fi
   np report
+  np report --html   # prints "HTML report: <path>"
   cd - >/dev/null
 done
 echo
-echo "Demo workspace: $dir (np report inside any experiment folder shows its table again)."
+echo "Demo workspace: $dir (np report inside any experiment folder shows its table again; the HTML pages are"
+echo "$dir/<sample>/experiment_01/report.html)."

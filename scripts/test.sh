@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# The test suite. Installs the loopback SSH server the remote-device tests need when it is missing.
+# The test suite. Installs the loopback SSH server the remote-device tests need, and the headless Chromium the HTML
+# report's browser test uses, when they are missing (Debian packages).
 set -euo pipefail
 if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
   echo "installing openssh-server for the SSH tests (Debian package)..."
   if [ "$(id -u)" = 0 ]; then apt-get install -y -qq openssh-server openssh-client >/dev/null || \
       (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client >/dev/null); \
   else sudo apt-get install -y -qq openssh-server openssh-client >/dev/null; fi
+fi
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "installing chromium for the HTML report's browser test (Debian package)..."
+  if [ "$(id -u)" = 0 ]; then apt-get install -y -qq chromium >/dev/null || \
+      (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); \
+  else sudo apt-get install -y -qq chromium >/dev/null; fi
 fi
 echo "ruff (lint) and mypy --strict (types) over the package, then pytest on both cores (one worker per core,"
 echo "each test file on one worker so its module fixtures run once)"

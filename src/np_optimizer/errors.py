@@ -15,6 +15,9 @@
         ├── EstimateError                 MLIA / Vela could not estimate (root_cause: the tool's own last words)
         └── MeasureError                  a measurement gave no result (kind, doc, stderr_tail)
 
+Exit 6 has no error class: `np report --check` and `np run --check` print their report and return it when a budget
+failed (NP-BDG-412 in the verdict and the JUnit file); nothing went wrong in np.
+
 Every code np uses is a row of CODES below, with its exit code and meaning; docs/errors.md is generated from it
 (`make docs`, and a test compares). A code given to an error sets its exit code from that row. Anything that is not
 an NpError is a bug in np: exit 1, code NP-GEN-500, traceback in the log (and on the console with --debug).
@@ -36,6 +39,7 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_NETWORK",
     "EXIT_VALIDATION",
+    "EXIT_BUDGET",
     "EXIT_INTERRUPTED",
     "ErrorCode",
     "CODES",
@@ -64,6 +68,7 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_NETWORK = 4
 EXIT_VALIDATION = 5
+EXIT_BUDGET = 6  # np report --check / np run --check: a budget failed
 EXIT_INTERRUPTED = 130
 
 
@@ -81,7 +86,7 @@ def _codes(*rows: tuple[str, int, str]) -> dict[str, ErrorCode]:
 # The one table of codes. Prefix = area: GEN general, USE usage, CFG configuration, WS workspace, PRJ project,
 # EXP experiment, MDL model, DAT dataset, DEV device, VAL validation, CKP checkpoint, AQ/GQ quantize steps,
 # CMP compile, PRF profiling, CPF np profile arguments, RUN measuring runtime, RPT report and result files,
-# NET network, TOOL tool failure.
+# BDG budgets, NET network, TOOL tool failure.
 CODES: dict[str, ErrorCode] = _codes(
     ("NP-GEN-500", EXIT_FAILED, "Internal error: a bug in np. The traceback is in logs/execution.log and, with "
                                 "--debug, on the console."),
@@ -148,6 +153,10 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-RPT-400", EXIT_USAGE, "A bad --sort, --filter or report option."),
     ("NP-RPT-426", EXIT_CONFIG, "A result file was written by a newer np."),
     ("NP-RPT-500", EXIT_CONFIG, "A result file is corrupt."),
+    ("NP-BDG-400", EXIT_USAGE, "A bad --budget (unknown metric, wrong unit, negative or non-finite value)."),
+    ("NP-BDG-404", EXIT_CONFIG, "--check without budgets: run.yaml has no budgets: section and no --budget was given."),
+    ("NP-BDG-412", EXIT_BUDGET, "A budget failed: a checked checkpoint is over a limit of run.yaml's budgets: or "
+                                "--budget (np report --check, np run --check)."),
     ("NP-NET-503", EXIT_NETWORK, "A network failure."),
     ("NP-CCH-400", EXIT_USAGE, "A bad `np cache` option (an --older-than np cannot read, an unknown --kind)."),
     ("NP-TOOL-500", EXIT_FAILED, "torch, ExecuTorch, Vela or MLIA failed on a valid input."),

@@ -5,7 +5,15 @@ A test regenerates it and fails when the committed file differs, so the document
 
 from __future__ import annotations
 
-from np_optimizer.errors import CODES, EXIT_CONFIG, EXIT_FAILED, EXIT_NETWORK, EXIT_USAGE, EXIT_VALIDATION
+from np_optimizer.errors import (
+    CODES,
+    EXIT_BUDGET,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_NETWORK,
+    EXIT_USAGE,
+    EXIT_VALIDATION,
+)
 
 __all__ = ["render_errors"]
 
@@ -15,6 +23,7 @@ _EXITS = {
     EXIT_CONFIG: "configuration error (workspace, project, model, device, dataset, result files)",
     EXIT_NETWORK: "network error: a remote device could not be reached",
     EXIT_VALIDATION: "run.yaml / run.detail.yaml violations; nothing was run",
+    EXIT_BUDGET: "a budget failed (np report --check, np run --check); the report was printed",
 }
 
 

@@ -9,13 +9,16 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from np_optimizer.config.issues import ValidationIssue
-from np_optimizer.errors import EXIT_FAILED, EXIT_VALIDATION, failure_exit_code
+from np_optimizer.errors import EXIT_BUDGET, EXIT_FAILED, EXIT_VALIDATION, failure_exit_code
 from np_optimizer.plan import Plan
 from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
 from np_optimizer.report.sortfilter import SortKey
+
+if TYPE_CHECKING:
+    from np_optimizer.report.budgets import BudgetVerdict
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -289,6 +292,13 @@ class ReportRecord:
     sort: tuple[SortKey, ...] = ()
     project: ProjectReport | None = None
     schema_version: int = SCHEMA_VERSION
+    budgets: BudgetVerdict | None = None  # with --check: one outcome per (checkpoint, budget) and the verdict
+    folder: str = ""  # the experiment (or project) folder, for views that read stored artifacts (raw samples)
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 6 (EXIT_BUDGET) when a checked budget failed."""
+        return EXIT_BUDGET if self.budgets is not None and self.budgets.status == "fail" else 0
 
     @property
     def warnings(self) -> list[str]:

@@ -16,7 +16,7 @@ from np_optimizer.api.projects import (
     projects_list,
     workspace_init,
 )
-from np_optimizer.api.report import report
+from np_optimizer.api.report import budgets_to_check, report, write_html_report
 from np_optimizer.api.run import run
 from np_optimizer.api.status import export, status
 
@@ -33,6 +33,8 @@ __all__ = [
     "profile",
     "projects_list",
     "report",
+    "budgets_to_check",
+    "write_html_report",
     "run",
     "status",
     "validate",

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from np_optimizer.cli.options import ExperimentOpt, JsonOpt, PlainOpt
+from np_optimizer.cli.options import (
+    BudgetOpt,
+    CheckAllOpt,
+    CheckOpt,
+    ExperimentOpt,
+    JsonOpt,
+    JunitOpt,
+    PlainOpt,
+)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("report", epilog="Example: np report --sort latency --filter 'snr>=30'   (np report --json)")
+    @app.command("report", epilog="Example: np report --sort latency --filter 'snr>=30'   (np report --json; "
+                                  "np report --html; np report --check --budget latency_ms=20 --junit budgets.xml)")
     def report(
+        file: Annotated[Optional[Path], typer.Argument(help="With --html: the file to write (default report.html in "
+                                                            "the experiment or project folder).",
+                                                       show_default=False)] = None,
         experiment: ExperimentOpt = None,
         project: Annotated[Optional[str], typer.Option("--project", "-p", help="Project report (all experiments).")] = None,
         sort: Annotated[Optional[str], typer.Option("--sort", "-s", help="metric[:asc|desc][,...]: latency, memory, "
@@ -21,10 +34,37 @@ def register(app: typer.Typer) -> None:
                                                        "shown: ms, MB (MiB), dB.")] = None,
         json_mode: JsonOpt = False,
         plain: PlainOpt = False,
-    ) -> None:
+        html: Annotated[bool, typer.Option("--html", help="Write one self-contained HTML page (no network, no "
+                                           "JavaScript) and print its path: np report --html [FILE].")] = False,
+        check: CheckOpt = False,
+        budget: BudgetOpt = None,
+        check_all: CheckAllOpt = False,
+        junit: JunitOpt = None,
+    ) -> int:
         """Compare every checkpoint of an experiment side by side (or every experiment of a project)."""
         from np_optimizer.api.report import report as build
-        from np_optimizer.cli.report_views import get_report_view
+        from np_optimizer.cli.render import out
+        from np_optimizer.cli.report_views import get_report_view, print_budget_outcome
+        from np_optimizer.errors import UsageError
 
-        record = build(experiment=experiment, project=project, sort=sort, filter_=filter_)
+        if file is not None and not html:
+            raise UsageError(f"np report takes a file only with --html (got {file}).",
+                             hint="Write np report --html FILE.", code="NP-RPT-400")
+        if html and (json_mode or plain):
+            raise UsageError("--html cannot be combined with --json or --plain.", hint="Give one format.",
+                             code="NP-RPT-400")
+        record = build(experiment=experiment, project=project, sort=sort, filter_=filter_,
+                       check=check or junit is not None, budgets=budget, check_all=check_all)
+        if html:
+            from np_optimizer.api.report import write_html_report
+
+            written = write_html_report(record, file)
+            print_budget_outcome(record, junit)
+            out.print(f"HTML report: {written}", soft_wrap=True)
+            return record.exit_code
         get_report_view("json" if json_mode else "plain" if plain else "table")(record)
+        if not json_mode and not plain:
+            print_budget_outcome(record, junit)
+        elif junit is not None:
+            print_budget_outcome(record, junit, quiet=True)
+        return record.exit_code

@@ -9,7 +9,7 @@ import typer
 from np_optimizer import api
 from np_optimizer.cli.cmd_validate import print_report
 from np_optimizer.cli.live import live_display
-from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
+from np_optimizer.cli.options import BudgetOpt, CheckAllOpt, CheckOpt, ExperimentOpt, JsonOpt, JunitOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json
 from np_optimizer.errors import UsageError
 from np_optimizer.records import RunSummary, to_dict
@@ -59,11 +59,19 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Profile again instead of reusing an earlier estimate of "
                                             "the same compiled checkpoint.")] = False,
         json_mode: JsonOpt = False,
+        check: CheckOpt = False,
+        budget: BudgetOpt = None,
+        check_all: CheckAllOpt = False,
+        junit: JunitOpt = None,
     ) -> int:
         """Run the experiment's steps, then compile and profile each checkpoint listed under profile:."""
         method = profile_method.lower() if profile_method else None
         if dry_run and retry:
             raise UsageError("--retry cannot be combined with --dry-run.", hint="Drop one of them.")
+        checking = (check or bool(budget) or check_all or junit is not None) and not dry_run
+        folder = None
+        if checking:  # bad or missing budgets stop np run before anything runs
+            folder, _budgets = api.budgets_to_check(experiment=experiment, project=project, overrides=budget or ())
         if dry_run:  # np validate, with the plan for this --profile-method
             report = api.validate(experiment=experiment, project=project, profile_method=method)
             if json_mode:
@@ -74,9 +82,17 @@ def register(app: typer.Typer) -> None:
         with live_display(quiet=json_mode) as display:
             summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
                               force=force, console_write=display.write, progress=display.progress)
+        record = None
+        if folder is not None and summary.status == "success":
+            record = api.report(experiment=str(folder), check=True, budgets=budget, check_all=check_all)
         if json_mode:
-            print_json(summary_dict(summary))
+            print_json({**summary_dict(summary), **({"budgets": record.data["budgets"]} if record else {})})
         else:
             print_summary(summary)
+        if record is not None:
+            from np_optimizer.cli.report_views import print_budget_outcome
+
+            print_budget_outcome(record, junit, quiet=json_mode)
+            return record.exit_code  # 6 when a budget failed
         # 4 when every failure is an unreachable device; a failed run is never 0
         return summary.exit_code

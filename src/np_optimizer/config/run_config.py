@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.config.budgets import Budget, parse_budgets
 from np_optimizer.config.checkpoints import (
     CHECKPOINT_NAMES,
     OUTPUT_MODEL,
@@ -39,6 +40,7 @@ __all__ = [
 
 EVALUATE_METRICS = ("SNR", "MAX_ABS_ERROR", "MSE", "MAE")
 SUPPORTED_VERSIONS = ("1.0",)
+_TOP_LEVEL = ("version", "steps", "profile", "evaluate", "budgets")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class RunConfig:
     steps: tuple[StepConfig, ...]
     profile: tuple[str, ...] | None  # canonical names in list order; None when there is no profile section
     evaluate: tuple[EvaluateEntry, ...] = ()
+    budgets: tuple[Budget, ...] = ()  # CI limits (config/budgets.py); checked by np report/run --check
 
     @property
     def step_kinds(self) -> tuple[str, ...]:
@@ -174,9 +177,9 @@ def validate_run(data: Any, device: Device | None,
         return None, [_issue("Y002", L_SYNTAX, "(file)", "run.yaml must be a mapping with `version` and `steps`.",
                              "Start from `np experiments create`, which writes a valid run.yaml.")]
     for key in data:
-        if key not in ("version", "steps", "profile", "evaluate"):
+        if key not in _TOP_LEVEL:
             issues.append(_issue("R090", L_SCHEMA, str(key), f"Unknown top-level key '{key}'.",
-                                 did_you_mean(str(key), ("version", "steps", "profile", "evaluate"))))
+                                 did_you_mean(str(key), _TOP_LEVEL)))
     version = data.get("version")
     if version is None:
         issues.append(_issue("R001", L_SCHEMA, "version", "run.yaml has no `version`.", 'Add `version: "1.0"`.'))
@@ -191,10 +194,12 @@ def validate_run(data: Any, device: Device | None,
         issues.append(_issue("R044", L_SCHEMA, "profile", "`profile:` is empty, so nothing will be profiled.",
                              "List checkpoints under it, or remove the section to skip profiling.", warning=True))
     evaluate = _parse_evaluate(data["evaluate"], kinds, issues) if data.get("evaluate") is not None else []
+    budgets = parse_budgets(data.get("budgets"), issues) if "budgets" in data else []
     if any(not i.is_warning for i in issues):
         return None, issues
     config = RunConfig(version=str(version), steps=tuple(steps),
-                       profile=tuple(profile) if profile is not None else None, evaluate=tuple(evaluate))
+                       profile=tuple(profile) if profile is not None else None, evaluate=tuple(evaluate),
+                       budgets=tuple(budgets))
     return config, issues
 
 

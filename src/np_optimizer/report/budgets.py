@@ -1,0 +1,218 @@
+"""Budgets checked against the stored results: one outcome per (checkpoint, budget), and a verdict.
+
+A value is taken from the project's device only. Latency, memory and weight memory: the newest successful measured
+round (inline or post hoc) if there is one, else the estimate (the inline round, else the newest post-hoc estimate).
+.pte size: the checkpoint compiled for the project's device. SNR: the step's fidelity check against INPUT_MODEL.
+A metric the combination cannot give (latency from mlia on an XNNPACK device) is "not checked" with the reason,
+never a pass. Reads JSON only (no torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from np_optimizer.config.budgets import Budget
+from np_optimizer.devices import DEVICES
+from np_optimizer.report.model import ExperimentReport, PipelineRow
+
+__all__ = ["Pick", "BudgetOutcome", "BudgetVerdict", "pick_value", "check_budgets", "PASS", "FAIL", "NOT_CHECKED"]
+
+PASS, FAIL, NOT_CHECKED = "pass", "fail", "not checked"
+_BY_NAME = {d.name: d for d in DEVICES}
+_PROFILED = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY")
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The value a budget (or the scatter) uses for one checkpoint and metric, in the stored unit, and where it came
+    from; `value` None with `reason` when there is none."""
+
+    value: float | None
+    kind: str = ""  # measured | estimated | static (pte size) | fidelity (SNR)
+    source: str = ""
+    measurement_id: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BudgetOutcome:
+    checkpoint: str
+    model: str  # the row's name: input_model, 02_graph_quantize ...
+    key: str
+    metric_type: str
+    unit: str
+    limit: float
+    minimum: bool
+    status: str  # pass | fail | not checked
+    value: float | None  # in the budget's unit
+    kind: str
+    source: str
+    reason: str = ""
+    origin: str = "run.yaml"
+
+    @property
+    def message(self) -> str:
+        if self.status == NOT_CHECKED:
+            return f"{self.key}: not checked ({self.reason})"
+        rel = ">=" if self.minimum else "<="
+        word = "ok" if self.status == PASS else "over budget" if not self.minimum else "under the minimum"
+        return f"{self.key} = {_fmt(self.value)} {self.unit} ({self.kind}), budget {rel} {_fmt(self.limit)} " \
+               f"{self.unit}: {word}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "model": self.model, "budget": self.key, "metric_type": self.metric_type,
+                "unit": self.unit, "limit": self.limit, "kind_of_limit": "min" if self.minimum else "max",
+                "status": self.status, "value": self.value, "value_kind": self.kind, "source": self.source,
+                "reason": self.reason or None, "origin": self.origin}
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    outcomes: tuple[BudgetOutcome, ...]
+    checkpoints: tuple[str, ...]
+    check_all: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def status(self) -> str:
+        """fail if any failed; pass if at least one passed and none failed; else not checked."""
+        if self.count(FAIL):
+            return FAIL
+        return PASS if self.count(PASS) else NOT_CHECKED
+
+    @property
+    def line(self) -> str:
+        """The one-line verdict."""
+        counts = f"{self.count(PASS)} passed, {self.count(FAIL)} failed, {self.count(NOT_CHECKED)} not checked"
+        scope = ", ".join(c.lower() for c in self.checkpoints)
+        if self.status == FAIL:
+            failed = "; ".join(f"{o.model} {o.key} {_fmt(o.value)} {o.unit} vs "
+                               f"{'>=' if o.minimum else '<='} {_fmt(o.limit)}"
+                               for o in self.outcomes if o.status == FAIL)
+            return f"Budgets FAILED on {scope} ({counts}): {failed}"
+        if self.status == PASS:
+            return f"Budgets passed on {scope} ({counts})"
+        return f"Budgets NOT CHECKED on {scope}: none of the {len(self.outcomes)} could be checked"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "verdict": self.line, "checkpoints": list(self.checkpoints),
+                "check_all": self.check_all, "passed": self.count(PASS), "failed": self.count(FAIL),
+                "not_checked": self.count(NOT_CHECKED), "outcomes": [o.to_dict() for o in self.outcomes]}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
+
+
+def _metric(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
+    return next((m for m in result.get("metrics", []) if m.get("metric_type") == metric_type
+                 and m.get("value") is not None), None)
+
+
+def _rounds(report: ExperimentReport, row: PipelineRow) -> list[dict[str, Any]]:
+    """Successful rounds of the row's checkpoint on the project's device: inline first, then post hoc newest first
+    (post-hoc groups already leave out rounds of an older version of the checkpoint)."""
+    device = report.experiment.get("device")
+    rounds = [row.profile] if row.profile and row.profile.get("status") == "SUCCESS" else []
+    for group in report.post_hoc:
+        if group.target == row.checkpoint.lower():
+            rounds += [r for r in group.rounds if r.get("device") == device]
+    return rounds
+
+
+def _profiled_pick(report: ExperimentReport, row: PipelineRow, metric_type: str) -> Pick:
+    rounds = _rounds(report, row)
+    measured = sorted((r for r in rounds if r.get("result_kind") == "measured" and _metric(r, metric_type)),
+                      key=lambda r: str(r.get("started_at", "")), reverse=True)
+    estimated = [r for r in rounds if r.get("result_kind") == "estimated" and _metric(r, metric_type)]
+    for kind, found in (("measured", measured), ("estimated", estimated)):
+        if found:
+            result = found[0]
+            metric = _metric(result, metric_type) or {}
+            how = "inline in np run" if result.get("trigger") == "RUN_INLINE" else "np profile (post hoc)"
+            if str(metric.get("source") or "").startswith("static count"):
+                kind = "static"  # weight bytes an on-device round copies from the job record: not measured
+            return Pick(float(metric["value"]), kind, f"{result.get('method')} on {result.get('device')}, {how}: "
+                        f"{metric.get('source') or kind}", result.get("measurement_id"))
+    return Pick(None, reason=_why_missing(report, row, metric_type))
+
+
+def _why_missing(report: ExperimentReport, row: PipelineRow, metric_type: str) -> str:
+    device_name = str(report.experiment.get("device", ""))
+    if not row.finished:
+        return f"{row.model} is not finished"
+    if row.status == "failed":
+        return f"{row.model} failed"
+    device = _BY_NAME.get(device_name)
+    methods = {str(r.get("method")) for r in _rounds(report, row)}
+    others = {str(r.get("device")) for g in report.post_hoc if g.target == row.checkpoint.lower()
+              for r in g.rounds if r.get("device") != device_name}
+    elsewhere = f"; rounds on {', '.join(sorted(others))} are of another device and are not used" if others else ""
+    if not methods:
+        return f"{row.checkpoint.lower()} has no successful profile round on {device_name}{elsewhere}"
+    if device is not None:
+        missing = [m for m in sorted(methods) if (s := device.method(m)) is not None
+                   and metric_type not in {str(x) for x in s.metrics}]
+        if missing:
+            return f"{metric_type} is not given by {', '.join(missing)} on {device_name} " \
+                   f"({device.runtime}/{device.backend}){elsewhere}; measure it on {device_name} with np profile " \
+                   "--method on-device"
+    return f"no {metric_type} in the rounds of {row.checkpoint.lower()} on {device_name}{elsewhere}"
+
+
+def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> Pick:
+    """The value of one metric of one checkpoint that budgets and the scatter use (see the module docstring)."""
+    if metric_type in _PROFILED:
+        return _profiled_pick(report, row, metric_type)
+    metric = row.metrics.get(metric_type)
+    if metric_type == "SNR":
+        if row.checkpoint == "INPUT_MODEL":
+            return Pick(None, reason="INPUT_MODEL is the reference SNR is measured against")
+        if metric is not None and metric.get("identical"):
+            return Pick(float("inf"), "fidelity", "outputs identical to INPUT_MODEL's")
+        if metric is not None and metric.get("value") is not None:
+            return Pick(float(metric["value"]), "fidelity",
+                        f"min over outputs vs INPUT_MODEL, on {metric.get('source') or 'the evaluation inputs'}")
+        return Pick(None, reason=f"{row.model} has no SNR (its fidelity check did not run or failed)")
+    if metric_type == "PTE_SIZE":
+        lowering = row.lowering or {}
+        if metric is not None and metric.get("value") and lowering.get("status") != "unsupported":
+            return Pick(float(metric["value"]), "static",
+                        f"bytes of the .pte compiled for {report.experiment.get('device')}")
+        return Pick(None, reason=lowering.get("reason") or f"{row.model} has no compiled .pte")
+    return Pick(None, reason=f"unknown metric {metric_type}")
+
+
+def _checked_rows(report: ExperimentReport, check_all: bool) -> list[PipelineRow]:
+    steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
+    output = steps[-1] if steps else next(iter(report.rows), None)
+    if not check_all:
+        return [output] if output is not None else []
+    profiled = [r for r in report.rows if _rounds(report, r) or r.listed]
+    return profiled + ([output] if output is not None and output not in profiled else [])
+
+
+def check_budgets(report: ExperimentReport, budgets: Sequence[Budget], *, check_all: bool = False) -> BudgetVerdict:
+    """Each budget against OUTPUT_MODEL (the last step's checkpoint), or with check_all every profiled checkpoint."""
+    rows = _checked_rows(report, check_all)
+    outcomes = []
+    for row in rows:
+        for budget in budgets:
+            metric = budget.metric
+            pick = pick_value(report, row, metric.metric_type)
+            value = None if pick.value is None else pick.value / metric.stored_per_unit
+            if value is None:
+                status = NOT_CHECKED
+            else:
+                ok = value >= budget.limit if metric.minimum else value <= budget.limit
+                status = PASS if ok else FAIL
+            outcomes.append(BudgetOutcome(row.checkpoint, row.model, budget.key, metric.metric_type, metric.unit,
+                                          budget.limit, metric.minimum, status, value, pick.kind, pick.source,
+                                          pick.reason, budget.origin))
+    return BudgetVerdict(tuple(outcomes), tuple(r.checkpoint for r in rows), check_all)

@@ -1,0 +1,107 @@
+"""The two figures of an experiment's page beyond the bar charts: the trade-off scatter (latency, or size, against
+SNR, with the Pareto front) and the spread of every measured round (box plots from the raw samples in the job
+folders). Reads files only (no torch)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from np_optimizer.report.budgets import Pick, pick_value
+from np_optimizer.report.html.charts import Box, Point, box_chart, scatter_chart
+from np_optimizer.report.html.context import SHOWN, fmt_metric, is_finite
+from np_optimizer.report.model import ExperimentReport, PipelineRow
+from np_optimizer.report.tables import fmt_number
+
+__all__ = ["tradeoff_scatter", "measured_spread"]
+
+
+def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> tuple[str, dict[str, Pick]]:
+    """The other device with the most checkpoints measured post hoc, and its newest latency per checkpoint."""
+    found: dict[str, dict[str, Pick]] = {}
+    for group in report.post_hoc:
+        for result in group.rounds:  # newest first
+            metric = next((m for m in result.get("metrics", []) if m.get("metric_type") == "LATENCY"), None)
+            if result.get("result_kind") != "measured" or metric is None or not is_finite(metric.get("value")):
+                continue
+            picks = found.setdefault(str(result.get("device")), {})
+            picks.setdefault(group.target.upper(), Pick(float(metric["value"]), "measured", str(metric.get("source"))))
+    named = {r.checkpoint for r in steps}
+    best = max(found, key=lambda d: len(named & set(found[d])), default="")
+    return best, found.get(best, {})
+
+
+def tradeoff_scatter(report: ExperimentReport, prefix: str = "e1") -> tuple[Markup | None, str]:
+    steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
+    device = str(report.experiment.get("device"))
+    other, elsewhere = _measured_elsewhere(report, steps)
+    candidates = [("LATENCY", "Latency (ms)", {r.checkpoint: pick_value(report, r, "LATENCY") for r in steps}, ""),
+                  ("LATENCY", f"Latency on {other} (ms, measured)", elsewhere,
+                   f" No latency on {device} here: the latency measured on {other} stands in for it."),
+                  ("PTE_SIZE", ".pte size (MB)", {r.checkpoint: pick_value(report, r, "PTE_SIZE") for r in steps},
+                   f" No latency on {device} here, so .pte size stands in for it.")]
+    for metric_type, label, picks, why in candidates:
+        if not any(p.value is not None for p in picks.values()):
+            continue
+        points = []
+        for row in steps:
+            x, y = picks.get(row.checkpoint, Pick(None)), pick_value(report, row, "SNR")
+            if x.value is None or y.value is None or not math.isfinite(y.value):
+                continue
+            shown = x.value / SHOWN[metric_type][2]
+            points.append(Point(row.checkpoint.lower(), shown, y.value, f"{fmt_metric(metric_type, x.value)} "
+                                f"{SHOWN[metric_type][1]} ({x.kind})", f"SNR {y.value:.2f} dB"))
+        if not points:
+            continue
+        return scatter_chart(f"{prefix}sc", points, label, "SNR (dB)"), \
+            f"Each optimized checkpoint's {label} against its SNR vs INPUT_MODEL (the reference, not " \
+            f"plotted); latency is measured where a measurement exists, else estimated. Diamonds joined by the line " \
+            f"form the Pareto front (no other checkpoint is both faster or smaller and more faithful).{why}"
+    return None, "No checkpoint has both an SNR and a latency or .pte size yet."
+
+
+def _samples(folder: Path, result: dict[str, Any]) -> tuple[list[float], str]:
+    raw = (result.get("artifacts") or {}).get("raw")
+    if raw:
+        try:
+            data = json.loads((folder / raw).read_text())
+            samples = [float(x) for x in data.get("samples_ms") or []]
+            if samples:
+                return samples, f"{len(samples)} raw samples from {raw}"
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass
+    return [], f"raw samples missing ({raw or 'no file recorded'}); the stored summary is drawn"
+
+
+def _box(label: str, samples: list[float], summary: dict[str, Any]) -> Box | None:
+    if len(samples) >= 2:
+        q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+        return Box(label, min(samples), q1, median, q3, max(samples), statistics.fmean(samples), len(samples))
+    keys = ("min", "q1", "median", "q3", "max", "avg")
+    if all(is_finite(summary.get(k)) for k in keys):
+        low, q1, median, q3, high, mean = (float(summary[k]) for k in keys)
+        return Box(label, low, q1, median, q3, high, mean, int(summary.get("n") or 0))
+    return None
+
+
+def measured_spread(report: ExperimentReport, folder: Path, prefix: str = "e1") -> tuple[Markup | None, list[str]]:
+    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
+              and r.profile.get("result_kind") == "measured"]
+    rounds += [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
+    boxes, notes = [], []
+    for result in rounds:
+        label = f"{str(result.get('checkpoint', '')).lower()} · {result.get('device')} · " \
+                f"{str(result.get('started_at', ''))[:16].replace('T', ' ')}"
+        samples, note = _samples(folder, result)
+        box = _box(label, samples, (result.get("extras") or {}).get("latency_ms") or {})
+        if box is not None:
+            boxes.append(box)
+            notes.append(f"{label}: {note}; {(result.get('provenance') or {}).get('runs_done')} timed runs")
+    if not boxes:
+        return None, []
+    return box_chart(f"{prefix}bx", boxes, "ms", fmt_number), notes
