@@ -20,7 +20,7 @@ EXPORT_LEVELS = ("deploy", "result")
 
 
 def _alive(pid: int | None) -> bool:
-    from np_optimizer.profiler.measure.device_queue import pid_alive
+    from np_optimizer.processes import pid_alive
 
     return pid is not None and pid > 0 and pid_alive(pid)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ConfigError
+from np_optimizer.processes import pid_alive, start_ticks
 from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace.layout import Experiment
 
@@ -68,42 +69,6 @@ class _Held:
 _held: dict[Path, _Held] = {}
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _start_ticks(pid: int) -> int | None:
-    """When the process started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[19]) if fields else None
-    except (ValueError, IndexError):
-        return None
-
-
-def _alive(pid: int, start: int | None) -> bool:
-    """Whether `pid` is the same live process that started at `start` (not a zombie, not a reused pid)."""
-    fields = _stat_fields(pid)
-    if fields is None:
-        if Path("/proc/self/stat").exists():
-            return False  # /proc works: no such process
-        try:  # no /proc: the pid alone
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    if fields[0] in ("Z", "X"):
-        return False
-    now = _start_ticks(pid)
-    return start is None or now is None or now == start
-
-
 def _boot_time() -> float | None:
     try:
         for line in Path("/proc/stat").read_text().splitlines():
@@ -114,12 +79,12 @@ def _boot_time() -> float | None:
     return None
 
 
-def _started(start_ticks: int | None, fallback: float) -> float:
+def _started(ticks: int | None, fallback: float) -> float:
     """The process's start as wall-clock time, from its start ticks; `fallback` when /proc cannot say."""
     boot = _boot_time()
-    if start_ticks is None or boot is None:
+    if ticks is None or boot is None:
         return fallback
-    return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _record(path: Path) -> dict[str, Any] | None:
@@ -154,7 +119,7 @@ def run_lock_holders(root: Path) -> list[RunHolder]:
         if data is None:
             continue
         pid, start = int(data["pid"]), data.get("pid_start")
-        if not _alive(pid, start):
+        if not pid_alive(pid, start):
             with contextlib.suppress(OSError):
                 path.unlink()
             continue
@@ -225,7 +190,7 @@ def run_lock(experiment: Experiment, command: str, *, exclusive: bool) -> Iterat
         _held[root] = _Held(fd, exclusive, 1, record)
         run_lock_holders(root)  # clears the records of dead holders
         with contextlib.suppress(OSError):  # the record only names the holder; the lock works without it
-            write_json(record, {"pid": os.getpid(), "pid_start": _start_ticks(os.getpid()), "command": command,
+            write_json(record, {"pid": os.getpid(), "pid_start": start_ticks(os.getpid()), "command": command,
                                 "exclusive": exclusive, "locked_at": time.time()})
         try:
             yield

@@ -27,12 +27,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import logging
-import math
 import os
 import re
-import shutil
 import socket
 import stat
 import time
@@ -43,6 +40,28 @@ from types import TracebackType
 from typing import Any
 
 from np_optimizer.errors import ConfigError
+from np_optimizer.processes import pid_alive, start_ticks
+from np_optimizer.profiler.measure.queue_files import (
+    discard as _discard,
+)
+from np_optimizer.profiler.measure.queue_files import (
+    number as _number,
+)
+from np_optimizer.profiler.measure.queue_files import (
+    read_record as _read_record,
+)
+from np_optimizer.profiler.measure.queue_files import (
+    valid_entry as _valid_entry,
+)
+from np_optimizer.profiler.measure.queue_files import (
+    valid_history as _valid_history,
+)
+from np_optimizer.profiler.measure.queue_files import (
+    valid_holder as _valid_holder,
+)
+from np_optimizer.profiler.measure.queue_files import (
+    write_json as _write_json,
+)
 
 __all__ = ["DeviceLock", "QueueStatus", "LockTimeout", "queue_dir", "device_key", "expected_duration",
            "record_duration", "QUEUE_DIR_ENV"]
@@ -88,102 +107,6 @@ def _private_dir(path: Path, *, follow_links: bool) -> None:
 def device_key(device: str) -> str:
     key = re.sub(r"[^A-Za-z0-9._@-]+", "_", device).strip("_")
     return key[:120] or "device"
-
-
-def _proc_start(pid: int) -> int | None:
-    """Start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-        return int(data.rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def pid_alive(pid: int, start: int | None = None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        if exc.errno == errno.ESRCH:
-            return False  # EPERM: it exists, it is just not ours
-    if start is not None:
-        now = _proc_start(pid)
-        if now is not None and now != start:
-            return False  # the pid was reused by another process
-    return True
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _optional(value: Any, kind: type) -> bool:
-    return value is None or isinstance(value, kind)
-
-
-def _valid_holder(data: dict[str, Any]) -> bool:
-    return (_integer(data.get("pid")) and _optional(data.get("pid_start"), int) and isinstance(data.get("host"), str)
-            and _optional(data.get("label"), str) and _number(data.get("expected_end", 0))
-            and _number(data.get("expected_s", 0)) and _number(data.get("started_at", 0)))
-
-
-def _valid_entry(data: dict[str, Any]) -> bool:
-    return (_integer(data.get("pid")) and _optional(data.get("pid_start"), int) and isinstance(data.get("host"), str)
-            and _integer(data.get("enqueued_ns")) and _optional(data.get("label"), str)
-            and _number(data.get("expected_s", 0)))
-
-
-def _valid_history(data: dict[str, Any]) -> bool:
-    overheads, latencies = data.get("overhead_s", []), data.get("latency_ms", {})
-    return (isinstance(overheads, list) and all(_number(x) and x >= 0 for x in overheads)
-            and isinstance(latencies, dict) and all(_number(x) and x >= 0 for x in latencies.values()))
-
-
-def _discard(path: Path, what: str, why: str) -> None:
-    """A queue file that is not a valid record: a warned miss, deleted so that it is written anew."""
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-    except OSError as exc:
-        _log.warning(f"The device queue's {what} {path} is damaged ({why}) and could not be removed ({exc}); it is "
-                     "ignored.")
-        return
-    _log.warning(f"The device queue's {what} {path} was damaged ({why}); it was removed and is not used.")
-
-
-def _read_record(path: Path, what: str, valid: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-    """The record in `path`; None when there is none, or when it is not a valid record (then it is discarded with
-    a warning)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if path.is_dir():
-            _discard(path, what, "a folder where a file belongs")
-        else:
-            _log.warning(f"The device queue's {what} {path} cannot be read ({exc}); it is ignored.")
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except ValueError:  # not UTF-8, not JSON
-        _discard(path, what, "not JSON")
-        return None
-    if not isinstance(data, dict) or not valid(data):
-        _discard(path, what, "JSON of another shape")
-        return None
-    return data
 
 
 def _public(entry: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -292,7 +215,7 @@ class DeviceLock:
 
     def acquire(self, timeout: float | None = None) -> DeviceLock:
         self._fd = self._open()
-        me = {"pid": os.getpid(), "pid_start": _proc_start(os.getpid()), "host": socket.gethostname(),
+        me = {"pid": os.getpid(), "pid_start": start_ticks(os.getpid()), "host": socket.gethostname(),
               "enqueued_ns": time.time_ns(), "enqueued_at": time.time(), "expected_s": self.expected_s,
               "label": self.label}
         self._entry = self.queue_path / f"{me['enqueued_ns']}-{me['pid']}.json"
