@@ -7,6 +7,7 @@ from np_optimizer.api.experiments import (
     experiments_list,
     validate,
 )
+from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
 from np_optimizer.api.profile import profile
 from np_optimizer.api.projects import (
     devices_list,
@@ -21,6 +22,9 @@ from np_optimizer.api.run import run
 from np_optimizer.api.status import export, status
 
 __all__ = [
+    "dataset_info",
+    "datasets_add",
+    "evaluate",
     "devices_list",
     "experiment_info",
     "experiments_create",

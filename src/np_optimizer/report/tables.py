@@ -44,8 +44,10 @@ def report_tables(record: ReportRecord) -> list[Table]:
         return [project_table(record.project)]
     if record.experiment is None:
         return []
+    from np_optimizer.report.evaluation import evaluation_tables
+
     return [pipeline_table(record.experiment, list(record.rows), list(record.sort)),
-            *post_hoc_tables(record.experiment.post_hoc)]
+            *evaluation_tables(record.experiment.evaluation), *post_hoc_tables(record.experiment.post_hoc)]
 
 
 def header_rows(record: ReportRecord) -> list[list[Any]]:
@@ -83,6 +85,8 @@ _COLUMNS: list[_Column] = [
     ("Params", "PARAMS", "params", lambda m: humanize_count(m["value"]), True),
     ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(m['value']):.2f}", True),
     ("SNR (vs input)", "SNR", "snr_db", _fmt_snr, True),
+    ("Top1", "TOP1_ACCURACY", "top1_accuracy", lambda m: f"{m['value']:.4f}", True),
+    ("Top5", "TOP5_ACCURACY", "top5_accuracy", lambda m: f"{m['value']:.4f}", True),
 ]
 
 
@@ -199,7 +203,22 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         footnotes.append(f"(output) {output} is OUTPUT_MODEL, the checkpoint of run.yaml's last step")
     if any(r.metrics.get("SNR") for r in rows):
         footnotes.append("SNR (dB) of each checkpoint's outputs against INPUT_MODEL's, on the evaluation inputs")
+    footnotes += _accuracy_footnotes(report)
     return Table(title, columns, cells, plain_columns, plain, caption, footnotes, section="pipeline")
+
+
+def _accuracy_footnotes(report: ExperimentReport) -> list[str]:
+    """Where the accuracy figures come from (what ran, on how many samples) and the best-model rule's pick."""
+    from np_optimizer.report.evaluation import BEST_RULE
+
+    out = []
+    sources = {(m.get("source"), m.get("trigger")) for r in report.rows for k, m in r.metrics.items()
+               if k in ("TOP1_ACCURACY", "TOP5_ACCURACY")}
+    for source, trigger in sorted(sources, key=str):
+        out.append(f"Top1/Top5 (fraction correct{'; np evaluate' if trigger == 'POSTHOC' else ''}): {source}")
+    if report.best and (sources or any(r.value("LATENCY") is not None for r in report.rows)):
+        out.append(f"Best model ({BEST_RULE}): {report.best}")
+    return out
 
 
 _POST_HOC_COLUMNS = ["Started (UTC)", "Device", "Runtime", "Backend", "Method", "Latency(ms)", "Memory(MB)",
