@@ -1,5 +1,6 @@
 """The Python API: one function per np command. Functions return records and raise NpError; they never print."""
 
+from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
 from np_optimizer.api.experiments import (
     experiment_info,
     experiments_create,
@@ -7,7 +8,6 @@ from np_optimizer.api.experiments import (
     experiments_list,
     validate,
 )
-from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
 from np_optimizer.api.profile import profile
 from np_optimizer.api.projects import (
     devices_list,

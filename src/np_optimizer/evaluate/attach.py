@@ -37,7 +37,7 @@ def _model_facts(spec: ModelSpec, root: Path) -> tuple[Any, int | None]:
     from np_optimizer.models.source import load_model
 
     loaded = load_model(spec, root)
-    module = loaded.module if loaded.module is not None else loaded.exported.module()
+    module = loaded.module if loaded.module is not None else loaded.exported.module()  # type: ignore[union-attr]
     with torch.no_grad():
         scores = class_scores([module(*loaded.example_inputs)])
     return loaded.example_inputs, None if scores is None else int(scores.shape[1])

@@ -135,7 +135,10 @@ def _read_tensor_file(path: Path, example: torch.Tensor) -> tuple[torch.Tensor, 
     except ConfigError:
         raise
     except Exception as exc:  # numpy/torch raise many types for damaged or pickled content: the user's file
-        raise _bad(f"Evaluation file {path} cannot be read without unpickling objects: {_first_line(exc)}",
+        reason = _first_line(exc)
+        if reason.startswith("Weights only load failed"):  # torch's text goes on to suggest unsafe loading: not ours
+            reason = "it holds objects other than tensors, which np does not unpickle"
+        raise _bad(f"Evaluation file {path} cannot be read without unpickling objects: {reason}",
                    "Store plain arrays: numpy.savez(path, inputs=X, labels=y) or torch.save({'inputs': X, "
                    "'labels': y}, path).") from None
     missing = [k for k in ("inputs", "labels") if not isinstance(data.get(k), torch.Tensor)]

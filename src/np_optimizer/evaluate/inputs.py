@@ -60,7 +60,7 @@ def labelled_inputs(root: Path, entry: dict[str, Any], example: tuple[torch.Tens
                           code="NP-DAT-422")
     data = load_labelled(root, example[0], num_classes=classes, transform=entry.get("transform"))
     batch = int(example[0].shape[0]) if example[0].dim() else 1
-    batches = []
+    batches: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, len(data), batch):
         chunk = data.inputs[start:start + batch]
         if chunk.shape[0] < batch:

@@ -7,13 +7,20 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from np_optimizer.devices import Device
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.evaluate.inputs import EvalInputs
-from np_optimizer.evaluate.metrics import COMPARISON_METRICS, METRIC_UNITS, TASK_METRICS, comparison_metrics, task_metrics
+from np_optimizer.evaluate.metrics import (
+    COMPARISON_METRICS,
+    METRIC_UNITS,
+    TASK_METRICS,
+    comparison_metrics,
+    task_metrics,
+)
 from np_optimizer.pipeline.context import CheckpointRef
 from np_optimizer.records import EvaluationResult, MetricValue
 from np_optimizer.versions import tool_version
@@ -71,9 +78,10 @@ def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], c
                         inputs: EvalInputs, metrics: tuple[str, ...], trigger: str,
                         log: logging.Logger) -> EvaluationResult:
     started = utc_now()
-    base = dict(measurement_id=uuid.uuid4().hex[:12], checkpoint=ref.name, job=ref.job,
-                checkpoint_sha256=ref.sha256, device=device.name, backend=device.backend, trigger=trigger,
-                started_at=started, dataset=inputs.dataset, samples=inputs.count, requested=tuple(metrics))
+    base = EvaluationResult(measurement_id=uuid.uuid4().hex[:12], checkpoint=ref.name, job=ref.job,
+                            checkpoint_sha256=ref.sha256, device=device.name, backend=device.backend, trigger=trigger,
+                            status="FAILED", started_at=started, dataset=inputs.dataset, samples=inputs.count,
+                            requested=tuple(metrics))
     try:
         run, evaluated_on = _runner(ref, compile_record, compile_folder, device)
         outputs = [run(batch) for batch in inputs.batches]
@@ -81,7 +89,7 @@ def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], c
         record = error_record(exc)
         log.error(f"{ref.name.lower()}: evaluation failed: {record['message']}",
                   exc_info=None if isinstance(exc, NpError) else exc)
-        return EvaluationResult(**base, status="FAILED", ended_at=utc_now(), error=record)
+        return replace(base, ended_at=utc_now(), error=record)
     batch = int(inputs.batches[0][0].shape[0]) if inputs.batches and inputs.batches[0][0].dim() else 1
     outputs = _trim(outputs, inputs.count, batch)
     reference = _trim(list(inputs.reference), inputs.count, batch)
@@ -112,8 +120,8 @@ def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], c
             continue
         out.append(MetricValue(name, float(value), METRIC_UNITS[name], source=source,
                                comparison_model="INPUT_MODEL" if name in COMPARISON_METRICS else None))
-    return EvaluationResult(**base, status="SUCCESS", ended_at=utc_now(), evaluated_on=evaluated_on,
-                            metrics=tuple(out), warnings=tuple(warnings))
+    return replace(base, status="SUCCESS", ended_at=utc_now(), evaluated_on=evaluated_on, metrics=tuple(out),
+                   warnings=tuple(warnings))
 
 
 def format_metrics(result: EvaluationResult) -> str:

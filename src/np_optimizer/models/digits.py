@@ -36,8 +36,11 @@ def load_split(seed: int = 0, val_fraction: float = 0.2) -> DigitsSplit:
     order = np.random.default_rng(seed).permutation(len(images))
     cut = int(len(images) * (1 - val_fraction))
     train, val = order[:cut], order[cut:]
-    as_input = lambda idx: torch.from_numpy(images[idx].astype(np.float32) / 255.0).unsqueeze(1)  # noqa: E731
     labels = torch.from_numpy(digits.target.astype(np.int64))
+
+    def as_input(idx: Any) -> Any:
+        return torch.from_numpy(images[idx].astype(np.float32) / 255.0).unsqueeze(1)
+
     return DigitsSplit(as_input(train), labels[train], as_input(val), labels[val], images[val])
 
 
@@ -87,10 +90,10 @@ def _train(split: DigitsSplit, seed: int, epochs: int) -> Any:
     generator = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
         model.train()
-        for batch in torch.randperm(len(split.train_y), generator=generator).split(32):
+        for batch in torch.randperm(len(split.train_y), generator=generator).split(32):  # type: ignore[no-untyped-call]
             optimizer.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(split.train_x[batch]), split.train_y[batch])
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
     return model.eval()
 
