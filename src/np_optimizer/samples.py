@@ -29,9 +29,9 @@ SAMPLE_PROJECTS: tuple[SampleProject, ...] = (
                   "Small residual CNN for an Alif E8 (ExecuTorch + Ethos-U85-256)."),
     SampleProject("sample_llm", "tiny_llm", "raspberry_pi_5", ("aq", "go", "gq"),
                   "Tiny Llama-style language model for a Raspberry Pi 5: AWQ W4-A8_dynamic, then GO and GQ."),
-    SampleProject("sample_digits", str(SAMPLE_DATA / "digits.pt2"), "raspberry_pi_5", ("go", "gq"),
-                  "CNN trained on scikit-learn's 8x8 digits, with its 360-image validation split: TOP1 accuracy "
-                  "next to latency for each checkpoint.",
+    SampleProject("sample_digits", str(SAMPLE_DATA / "digits.pt2"), "host", ("go", "gq"),
+                  "CNN trained on scikit-learn's 8x8 digits, with its 360-image validation split, measured on this "
+                  "machine (ExecuTorch + XNNPACK): TOP1 accuracy next to measured latency for each checkpoint.",
                   evaluation_dataset="digits_val.npz", calibration="digits_calibration.npz",
                   evaluate=("- model: INPUT_MODEL", "  metrics: [TOP1_ACCURACY, SNR]",
                             "- model: GRAPH_OPTIMIZE", "  metrics: [TOP1_ACCURACY, SNR]",
