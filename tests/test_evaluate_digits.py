@@ -164,3 +164,18 @@ def test_post_hoc_evaluate_is_recorded_in_its_own_table(run_np, digits_run, tmp_
     assert unknown.exit_code == 2 and "TOP1_ACCURACY" in unknown.stderr + unknown.stdout
     missing = run_np("evaluate", "--dataset", str(bare), cwd=exp)
     assert missing.exit_code == 3 and str(bare) in " ".join((missing.stdout + missing.stderr).split())
+
+
+def test_amp_greedy_targets_the_top1_drop(run_np, digits_run, tmp_path: Path) -> None:
+    exp = copy_workspace(digits_run[0], tmp_path)
+    (exp / "run.yaml").write_text(RUN_YAML.replace("automatic_mixed_precision: null",
+                                                   "automatic_mixed_precision: GREEDY"))
+    (exp / "run.detail.yaml").write_text("detail:\n  graph_quantize[0]:\n    amp:\n      target_top1_drop: 0.0\n")
+    result = run_np("run", "--retry", cwd=exp)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    amp = json.loads((exp / "02_graph_quantize" / "job.json").read_text())["changes"]["amp"]
+    assert amp["objective"] == "TOP1_ACCURACY drop" and amp["samples"] == 360 and amp["dataset"] == "digits_val"
+    assert amp["float_top1"] >= 0.95 and "target_snr_db" not in amp
+    # W8-A8 loses no accuracy on this model (0.9833 vs 0.9806 float), so no layer needs to stay in float
+    assert amp["result"] == "target met with every layer quantized" and amp["achieved_top1_drop"] <= 0.0
+    assert "GREEDY on TOP1: float" in (exp / "logs" / "execution.log").read_text()
