@@ -45,7 +45,7 @@ def test_samples_validate_and_dry_run(run_np, workspace: Path) -> None:
     assert all(p["metrics"] == ["MACS", "PARAMS"] and "LATENCY" in p["missing"] for p in cpu["plan"]["profile"])
 
 
-def test_plan_shows_the_evaluation_phase(run_np, cpu_experiment: Path) -> None:
+def test_plan_shows_the_evaluation_phase(run_np, cpu_experiment: Path, npu_experiment: Path) -> None:
     run_file = cpu_experiment / "run.yaml"
     run_file.write_text(run_file.read_text() + "evaluate:\n- model: GRAPH_QUANTIZE\n  metrics: [SNR, TOP1_ACCURACY]\n")
     for args in (["run", "--dry-run"], ["validate"]):
@@ -59,6 +59,13 @@ def test_plan_shows_the_evaluation_phase(run_np, cpu_experiment: Path) -> None:
     assert "8 evaluation inputs" in data["plan"]["evaluate_on"]
     run_file.write_text(run_file.read_text().split("evaluate:")[0])
     assert run_np("validate", "--json", cwd=cpu_experiment).json["notes"] == []
+    npu_run = npu_experiment / "run.yaml"
+    npu_run.write_text(npu_run.read_text() + "evaluate:\n- GRAPH_QUANTIZE\n")
+    npu = run_np("run", "--dry-run", cwd=npu_experiment)
+    assert "on the exported program (a ethos-u .pte cannot run here; NPU int8 arithmetic may differ slightly)" in \
+        " ".join(npu.stdout.split())
+    digits = run_np("run", "--dry-run", cwd=cpu_experiment.parent.parent / "sample_digits" / "experiment_01")
+    assert "dataset digits_val (360 labelled samples, tensors)" in digits.stdout
 
 
 def test_validation_violations_exit_5_and_print_a_table(run_np, cpu_experiment: Path) -> None:
