@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from np_optimizer.compile import compile_dir
 from np_optimizer.devices import Device
@@ -63,10 +63,11 @@ def evaluate_refs(refs: list[tuple[CheckpointRef, tuple[str, ...]]], *, store: E
                   progress: Callable[[str], None] = lambda _t: None) -> list[EvaluationResult]:
     results = []
     for index, (ref, metrics) in enumerate(refs, 1):
-        where = "the .pte" if device.backend_spec.runs_on_host else "the exported program"
+        job = store.read_job(ref.job)
+        lowered = job is not None and (job.compile or {}).get("status") == "ok"
+        where = "the .pte" if device.backend_spec.runs_on_host and lowered else "the exported program"
         log.info(f"Evaluating: {ref.name.lower()} on {where} ({inputs.count} samples; {', '.join(metrics)})")
         progress(f"evaluating {ref.name.lower()} ({index}/{len(refs)})")
-        job = store.read_job(ref.job)
         folder = compile_dir(store.job_dir(ref.job), device)
         result = evaluate_checkpoint(ref=ref, compile_record=dict(job.compile) if job else {}, compile_folder=folder,
                                      device=device, inputs=inputs, metrics=metrics, trigger=trigger, log=log)
@@ -124,7 +125,3 @@ def evaluation_phase(run: RunContext, store: ExperimentStore, produced: dict[str
     log.info("Evaluation complete. Results saved to report.json")
     return results
 
-
-def describe_inputs(project: Project) -> dict[str, Any] | None:
-    """The attached dataset as the plan shows it, without loading it."""
-    return project_dataset(project)
