@@ -140,6 +140,11 @@ def test_report_columns_sort_filter_and_best_model(run_np, digits_run) -> None:
     assert "Top1" in text and "360 samples of digits_val" in " ".join(text.split())
     assert "Best model (lowest latency, then highest Top1 accuracy, then highest SNR): 02_graph_quantize" in \
         " ".join(text.split())
+    project = run_np("report", "--project", "digits", "--plain", cwd=exp.parent.parent)
+    lines = project.stdout.split("section:experiments")[1].strip().splitlines()
+    head, output = lines[0].split("\t"), dict(zip(lines[0].split("\t"), lines[-1].split("\t")))
+    assert project.exit_code == 0 and "top1_accuracy" in head
+    assert float(output["top1_accuracy"]) == pytest.approx(float(rows["02_graph_quantize"]["top1_accuracy"]))
     bad = run_np("report", "--filter", "top1>=x", cwd=exp)
     assert bad.exit_code == 2 and "top1" in bad.stderr + bad.stdout
 
