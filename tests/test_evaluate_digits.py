@@ -159,7 +159,7 @@ def test_post_hoc_evaluate_is_recorded_in_its_own_table(run_np, digits_run, tmp_
     job = json.loads((exp / "01_graph_optimize" / "job.json").read_text())
     assert [e["measurement_id"] for e in job["evaluation"]] == [record["measurement_id"]]
     text = " ".join(run_np("report", cwd=exp).stdout.split())
-    assert "[ np evaluate (post-hoc) — Target: graph_optimize ]" in text
+    assert "Post-hoc Measurements (1) [ np evaluate (post-hoc) — Target: graph_optimize ]" in text
     plain = run_np("report", "--plain", cwd=exp).stdout
     assert "section:posthoc_evaluation:graph_optimize" in plain
     data = run_np("report", "--json", cwd=exp).json

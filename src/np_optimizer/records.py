@@ -331,8 +331,11 @@ class ReportRecord:
 
     @property
     def post_hoc_count(self) -> int:
-        """Successful post-hoc rounds shown (rounds of older checkpoints and failed ones are counted apart)."""
-        return sum(len(g.rounds) for g in self.experiment.post_hoc) if self.experiment else 0
+        """Successful post-hoc rounds shown, evaluations (np evaluate) and profiles (rounds of older checkpoints and
+        failed ones are counted apart)."""
+        if self.experiment is None:
+            return 0
+        return sum(len(g.rounds) for g in [*self.experiment.post_hoc, *self.experiment.evaluation])
 
 
 @dataclass(frozen=True)
