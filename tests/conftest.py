@@ -91,6 +91,18 @@ def make_project(workspace: Path, name: str, *, model: str = "mlp", device: str 
     return exp
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Compiled programs shared by the whole session (never the user's). Entries are content-addressed and verified,
+    so a test compiling a program an earlier test compiled gets a copy of the same bytes instead of lowering again:
+    the suite's speed depends on it, no result does. Tests of the cache itself set NP_COMPILE_CACHE_DIR to their own
+    folder."""
+    folder = tmp_path_factory.mktemp("np-compile-cache-session")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NP_COMPILE_CACHE_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="module", autouse=True)
 def module_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The estimate cache and device-queue folder of a module's own expensive fixtures (a run done once per module),

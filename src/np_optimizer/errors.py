@@ -121,6 +121,10 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-DEV-502", EXIT_NETWORK, "ssh to the device failed or broke off."),
     ("NP-DEV-503", EXIT_NETWORK, "The device is unreachable (refused, no route, unknown host)."),
     ("NP-DEV-504", EXIT_NETWORK, "The device gave no answer in time."),
+    ("NP-FRM-404", EXIT_FAILED, "No place of the labgrid farm has the device's tags."),
+    ("NP-FRM-502", EXIT_NETWORK, "The farm place's board cannot be reached (no NetworkService: its exporter is down), or "
+                                 "labgrid dropped the reservation."),
+    ("NP-FRM-503", EXIT_NETWORK, "The labgrid coordinator named in devices.yaml cannot be reached."),
     ("NP-VAL-422", EXIT_VALIDATION, "run.yaml / run.detail.yaml have violations; nothing was run."),
     ("NP-CKP-404", EXIT_CONFIG, "A checkpoint file is missing."),
     ("NP-CKP-409", EXIT_CONFIG, "A checkpoint file does not match the sha256 its job recorded."),
@@ -145,6 +149,7 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-RPT-426", EXIT_CONFIG, "A result file was written by a newer np."),
     ("NP-RPT-500", EXIT_CONFIG, "A result file is corrupt."),
     ("NP-NET-503", EXIT_NETWORK, "A network failure."),
+    ("NP-CCH-400", EXIT_USAGE, "A bad `np cache` option (an --older-than np cannot read, an unknown --kind)."),
     ("NP-TOOL-500", EXIT_FAILED, "torch, ExecuTorch, Vela or MLIA failed on a valid input."),
 )
 

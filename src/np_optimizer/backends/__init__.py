@@ -31,6 +31,12 @@ KeepFloat = Callable[["Node"], bool]
 QuantizerBuilder = Callable[[str | None, KeepFloat, bool], Any]
 # (exported program, target profile or None, output folder) -> the compile record's fields (pte_file, status, ...)
 Lowering = Callable[["ExportedProgram", str | None, Path], dict[str, Any]]
+# (target profile or None) -> the options its lowering actually uses (part of the compile cache key)
+CompileOptions = Callable[[str | None], dict[str, Any]]
+
+
+def no_compile_options(_target: str | None) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class Backend:
     mlia_estimable: bool  # MLIA has a target for it (static estimates of latency and memory)
     advanced_quantize: bool  # advanced_quantize's Linear schemes lower on it
     tool_versions: tuple[str, ...] = ("executorch", "torch")  # packages whose versions decide the compiled bytes
+    compile_options: CompileOptions = no_compile_options  # what besides the program decides the compiled bytes
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 

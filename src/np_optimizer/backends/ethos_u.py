@@ -102,6 +102,16 @@ def _vela_safe(artifacts: Path, config_ini: Path) -> Iterator[tuple[Path, Path]]
         shutil.rmtree(work, ignore_errors=True)
 
 
+def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
+    """The target profile and the Vela settings it resolves to (system config, memory mode, vela.ini). The vela.ini
+    is named, not located: its content is fixed by the MLIA version, which is in the key too, and the same tools
+    installed in another folder compile the same bytes."""
+    if not target:
+        return {"target": None}
+    vela = vela_settings(target)
+    return {"target": target, **vela, "config_ini": Path(vela["config_ini"]).name}
+
+
 def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -> dict[str, Any]:
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
@@ -199,5 +209,6 @@ ETHOS_U = register_backend(Backend(
     mlia_estimable=True,
     advanced_quantize=False,
     tool_versions=("executorch", "torch", "ethos-u-vela", "mlia"),  # MLIA's target profile sets the Vela config
+    compile_options=ethos_u_compile_options,
     notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",
 ))

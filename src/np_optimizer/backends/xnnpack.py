@@ -23,6 +23,11 @@ def register_quantized_out_variants() -> None:
     import executorch.kernels.quantized  # noqa: F401
 
 
+def xnnpack_compile_options(_target: str | None) -> dict[str, Any]:
+    """XNNPACK lowers the same for every Arm CPU device: its partitioner with default settings, no target."""
+    return {"partitioner": "XnnpackPartitioner()"}
+
+
 def lower_xnnpack(program: ExportedProgram, _target: str | None, out_dir: Path) -> dict[str, Any]:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -80,4 +85,5 @@ XNNPACK = register_backend(Backend(
     runs_on_host=True,
     mlia_estimable=False,
     advanced_quantize=True,
+    compile_options=xnnpack_compile_options,
 ))

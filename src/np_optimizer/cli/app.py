@@ -8,6 +8,7 @@ import typer
 
 from np_optimizer import __version__
 from np_optimizer.cli import (
+    cmd_cache,
     cmd_devices,
     cmd_evaluate,
     cmd_experiments,
@@ -51,6 +52,7 @@ app.add_typer(cmd_projects.app, name="projects")
 app.add_typer(cmd_projects.models_app, name="models")
 app.add_typer(cmd_experiments.app, name="experiments")
 app.add_typer(cmd_devices.app, name="devices")
+app.add_typer(cmd_cache.app, name="cache")
 cmd_validate.register(app)
 cmd_run.register(app)
 cmd_report.register(app)

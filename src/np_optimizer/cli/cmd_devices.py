@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
 
 from np_optimizer import api
+from np_optimizer.api.farm import FarmView, devices_farm
 from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import print_json, print_plain, print_table
 from np_optimizer.devices import Device
@@ -40,8 +42,11 @@ def ls(
                              code="NP-DEV-410")
         filters[key.strip()] = value.strip()
     devices = api.devices_list(filters=filters, sort=sort)
-    if json_mode:
-        print_json([d.to_dict() for d in devices])
+    farm = devices_farm()
+    by_name = {f.device: f for f in farm.devices} if farm else {}
+    if json_mode:  # a farm device's entry gains "farm": its tags, places and their state
+        print_json([d.to_dict() | ({"farm": asdict(by_name[d.name]) | {"coordinator": farm.coordinator}}
+                                   if farm and d.name in by_name else {}) for d in devices])
         return
     rows = [[d.name, d.runtime, d.backend, d.mlia_target or "-", _methods(d)] for d in devices]
     if plain:
@@ -49,3 +54,24 @@ def ls(
     else:
         print_table(f"Supported Device Combinations ({len(devices)})",
                     ["Device", "Runtime", "Backend", "MLIA target", "Methods: metrics"], rows)
+    if farm is not None:
+        _print_farm(farm, plain)
+
+
+def _print_farm(farm: FarmView, plain: bool) -> None:
+    rows = []
+    for device in farm.devices:
+        queue = f" ({device.waiting} waiting)" if device.waiting else ""
+        for place in device.places or ():
+            state = f"acquired by {place.acquired_by}" if place.state == "acquired" else place.state
+            rows.append([device.device + queue, place.name, state, place.board or "-",
+                         place.exporter or "-" if place.available or not place.board else f"{place.exporter} (down)",
+                         ", ".join(f"{k}={v}" for k, v in sorted(place.tags.items()))])
+        if not device.places:
+            rows.append([device.device + queue, "-", "no place has the tags", "-", "-",
+                         ", ".join(f"{k}={v}" for k, v in sorted(device.tags.items()))])
+    if plain:
+        print_plain(["device", "place", "state", "board", "exporter", "tags"], rows, section="farm")
+    else:
+        print_table(f"Board farm at {farm.coordinator} (labgrid)",
+                    ["Device", "Place", "State", "Board", "Exporter", "Tags"], rows)

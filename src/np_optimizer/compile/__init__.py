@@ -5,26 +5,37 @@
 
 Each compiled checkpoint lives in `<job>/artifacts/compiled_<device>/` with a compile.json that says what it was
 compiled from (the .pt2's sha256) and with which tool versions, so a later command reuses it instead of compiling
-again.
+again. Across jobs, experiments and devices, the compile cache (compile/cache.py) keeps every compiled program by
+`compile_key`: a compilation whose key is there is a copy of the cached files, not a lowering.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import get_backend
+from np_optimizer.compile.cache import ENTRY_FILE, CachedCompile, CompileCache
 from np_optimizer.compile.result import CompileResult, read_compile_record, write_compile_record
 from np_optimizer.devices import Device
 from np_optimizer.errors import ToolError
 from np_optimizer.models.source import sha256_file
+from np_optimizer.records import from_dict
 from np_optimizer.versions import tool_version
 
-__all__ = ["CompileResult", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key"]
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+__all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note"]
+
+_log = logging.getLogger("np.Compiler")
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:
@@ -36,8 +47,10 @@ def _versions(device: Device) -> dict[str, str]:
 
 
 def compile_key(program_sha256: str, device: Device) -> str:
-    """What determines the compiled bytes: the program, the device's backend and target, the tool versions."""
-    spec = {"program": program_sha256, "backend": device.backend, "target": device.mlia_target,
+    """What determines the compiled bytes: the program, the backend, the compile options that backend uses for this
+    device (not the device's name: raspberry_pi_5 and host compile the same XNNPACK program), the tool versions."""
+    backend = get_backend(device.backend)
+    spec = {"program": program_sha256, "backend": device.backend, "options": backend.compile_options(device.mlia_target),
             "versions": _versions(device)}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
@@ -57,35 +70,79 @@ def find_compiled(out_dir: Path, device: Device, program_sha256: str) -> Compile
 
 
 def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
-                       program_sha256: str | None = None) -> CompileResult:
-    """Lower the .pt2 for `device` into `out_dir` (replacing what was there) and record the result.
+                       program_sha256: str | None = None, cache: CompileCache | None = None,
+                       program: ExportedProgram | None = None) -> CompileResult:
+    """Lower the .pt2 for `device` into `out_dir` (replacing what was there) and record the result; or, when the
+    compile cache holds the same key, copy its files instead of lowering.
 
     A lowering the device cannot use (zero delegates on an NPU) is a result with status "unsupported"; a lowering
-    that crashes is a result with status "failed" and the reason. Neither raises.
+    that crashes is a result with status "failed" and the reason. Neither raises. `program`, when given, is the
+    .pt2 already loaded (the caller's own copy: lowering may change it), saving a second load.
     """
-    from np_optimizer.graph.program_io import load_program
-
     sha = program_sha256 or sha256_file(program_path)
     key = compile_key(sha, device)
+    cache = cache or CompileCache()
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
     start = time.perf_counter()
+    hit, warning = cache.get(key)
+    if warning:
+        _log.warning(warning)
+    if hit is not None:
+        try:
+            return _from_cache(hit, device, out_dir, start)
+        except OSError as exc:  # pruned while copying: compile instead
+            _log.warning(f"The compile cache entry {hit.folder} could not be copied ({exc.strerror or exc}); "
+                         "compiling again.")
+            shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    result = _lower(program_path, device, out_dir, sha, key, start, program)
+    if result.status != "failed":  # a failure may be transient (memory, a killed tool): never cached
+        stored = cache.put(key, out_dir, result.to_dict())
+        entry = str(stored) if stored else None
+        result = replace(result, cache={"status": "miss", "key": key, "entry": entry})
+    write_compile_record(out_dir, result)
+    return result
+
+
+def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str, start: float,
+           program: ExportedProgram | None) -> CompileResult:
+    from np_optimizer.graph.program_io import load_program
+
     base: dict[str, Any] = {"device": device.name, "backend": device.backend, "target": device.mlia_target,
                             "program_sha256": sha, "compile_key": key, "versions": _versions(device)}
     try:
-        program = load_program(program_path)
+        if os.environ.get("NP_FAULT") == "no-lowering":  # tests: prove that a command compiled nothing
+            raise RuntimeError("NP_FAULT=no-lowering: a lowering was attempted")
+        program = program if program is not None else load_program(program_path)
         fields = get_backend(device.backend).lower(program, device.mlia_target, out_dir)
     except ToolError:
         raise
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        result = CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {first}",
-                               seconds=time.perf_counter() - start)
-        write_compile_record(out_dir, result)
-        return result
+        return CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {first}",
+                             seconds=time.perf_counter() - start)
     pte = out_dir / fields["pte_file"]
-    result = CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
-                           seconds=round(time.perf_counter() - start, 3))
+    return CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
+                         seconds=round(time.perf_counter() - start, 3))
+
+
+def _from_cache(hit: CachedCompile, device: Device, out_dir: Path, start: float) -> CompileResult:
+    """The cached files copied into `out_dir`, with the stored record made this device's."""
+    shutil.copytree(hit.folder, out_dir, ignore=shutil.ignore_patterns(ENTRY_FILE))
+    stored = from_dict(CompileResult, {k: v for k, v in hit.record.items() if k != "cache"})
+    saved = stored.seconds
+    result = replace(stored, device=device.name, target=device.mlia_target, seconds=round(time.perf_counter() - start, 3),
+                     cache={"status": "hit", "key": hit.key, "entry": str(hit.folder), "saved_s": saved,
+                            "compiled_for": stored.device})
     write_compile_record(out_dir, result)
     return result
+
+
+def reuse_note(result: CompileResult) -> str | None:
+    """How a compilation was reused, for log lines: the cache entry and the lowering time saved; None if it was not."""
+    cache = result.cache or {}
+    if cache.get("status") != "hit":
+        return None
+    return (f"compile cache entry {str(cache.get('key'))[:12]}, first compiled for {cache.get('compiled_for')}: "
+            f"saved {float(cache.get('saved_s') or 0):.1f} s of lowering")

@@ -39,7 +39,8 @@ class CompileResult:
     vela_config: dict[str, str] | None = None
     quantized: bool | None = None  # does the compiled program hold quantize ops (None: not recorded)
     versions: dict[str, str] = field(default_factory=dict)
-    seconds: float | None = None
+    seconds: float | None = None  # wall time of this compilation (a copy, on a cache hit)
+    cache: dict[str, Any] | None = None  # status hit|miss, key, entry folder; on a hit saved_s and compiled_for
 
     @property
     def total_ops(self) -> int:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir
+from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, reuse_note
 from np_optimizer.errors import ToolError, error_record
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
@@ -83,8 +83,8 @@ class JobRunner:
         self.store.write_job(record)
         try:
             outcome = produce(artifacts)
-            ref, output = self._save(outcome, artifacts, name, checkpoint)
-            compiled = self._compile(ref, job_dir)
+            ref, output, reloaded = self._save(outcome, artifacts, name, checkpoint)
+            compiled = self._compile(ref, job_dir, reloaded)
             fidelity = self._fidelity(outcome, compiled, job_dir)
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
@@ -101,28 +101,37 @@ class JobRunner:
         self.store.write_job(done)
         return ref
 
-    def _save(self, outcome: StepOutcome, artifacts: Path, name: str, checkpoint: str) -> tuple[CheckpointRef, dict[str, Any]]:
+    def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
+              checkpoint: str) -> tuple[CheckpointRef, dict[str, Any], Any]:
+        """Save the checkpoint and read it back: a checkpoint that cannot be read back is not a checkpoint. The copy
+        read back is the one compiled (lowering may change a program in place; the step's own copy is still needed
+        for the SNR), so the .pt2 is loaded once per job, not twice."""
         from np_optimizer.graph.program_io import load_program, save_program
         from np_optimizer.graph.stats import count_macs, count_params, node_count, weight_bytes
 
         self.progress(f"{name}: saving {checkpoint}")
         path = save_program(outcome.program, artifacts / CHECKPOINT_FILE)
-        load_program(path)  # a checkpoint that cannot be read back is not a checkpoint
+        reloaded = load_program(path)
         sha = sha256_file(path)
         output = {"checkpoint": checkpoint, "file": f"artifacts/{CHECKPOINT_FILE}", "sha256": sha,
                   "size_bytes": path.stat().st_size, "params": count_params(outcome.program),
                   "macs": count_macs(outcome.program)[0],
                   "weight_bytes": weight_bytes(outcome.program), "nodes": node_count(outcome.program)}
-        return CheckpointRef(checkpoint, name, path, sha), output
+        return CheckpointRef(checkpoint, name, path, sha), output, reloaded
 
-    def _compile(self, ref: CheckpointRef, job_dir: Path) -> CompileResult:
+    def _compile(self, ref: CheckpointRef, job_dir: Path, program: Any) -> CompileResult:
         from np_optimizer.logs import get_logger
 
         log = get_logger("Compiler")
         device = self.run.device
         self.progress(f"{ref.job}: compiling for {device.name}")
-        compiled = compile_checkpoint(ref.path, device, compile_dir(job_dir, device), program_sha256=ref.sha256)
-        if compiled.status == "ok":
+        compiled = compile_checkpoint(ref.path, device, compile_dir(job_dir, device), program_sha256=ref.sha256,
+                                      program=program)
+        reused = reuse_note(compiled)
+        if reused:
+            log.info(f"Reused the compiled {ref.name.lower()} for {device.name} ({compiled.pte_bytes or 0:,} B .pte): "
+                     f"{reused}")
+        elif compiled.status == "ok":
             log.info(f"Compiled {ref.name.lower()} for {device.name}: {compiled.pte_bytes:,} B .pte, "
                           f"{compiled.delegated_ops}/{compiled.total_ops} ops delegated "
                           f"({compiled.num_delegates} delegate(s)) in {compiled.seconds:.1f} s")

@@ -17,27 +17,18 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
+from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, write_json
 from np_optimizer.workspace.shapes import json_kind, shape_problem
 
 __all__ = ["cache_root", "cache_key", "EstimateCache", "CacheLookup"]
 
 CACHE_SCHEMA = 1
 _log = logging.getLogger("np.Profiler")
-
-
-def cache_root() -> Path:
-    """$NP_CACHE_DIR, else $XDG_CACHE_HOME/np, else ~/.cache/np."""
-    if os.environ.get("NP_CACHE_DIR"):
-        return Path(os.environ["NP_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "np"
 
 
 def cache_key(fields: dict[str, Any]) -> str:

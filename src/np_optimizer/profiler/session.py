@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled
+from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled, reuse_note
 from np_optimizer.devices import Device
 from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import CompileError, NpError, error_record
@@ -84,11 +84,16 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
         return failed_round(base, result_kind, exc, log)
     if reused_compile:
+        saved = (compiled.cache or {}).get("saved_s") or compiled.seconds or 0
         log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
-                 f"compiled earlier from the same .pt2)")
+                 f"compiled earlier from the same .pt2, compile key {compiled.compile_key[:12]}): saved {saved:.1f} s "
+                 "of lowering")
+    elif reuse_note(compiled):
+        log.info(f"  using the compiled checkpoint from the {reuse_note(compiled)}")
     compile_summary = {k: v for k, v in compiled.to_dict().items() if k in (
         "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops", "planned_arena_bytes",
-        "pte_file", "tosa_file")}
+        "pte_file", "tosa_file", "cache")}
+    compile_summary["reused"] = "job folder" if reused_compile else (compiled.cache or {}).get("status", "miss")
     compile_summary["folder"] = str(compiled_dir.relative_to(experiment_root))
     if compiled.status == "failed":
         failure = CompileError(f"Compiling {name} for {device.name} failed: {compiled.reason}",

@@ -232,6 +232,12 @@ def _metric_of(result: dict[str, Any], metric_type: str) -> dict[str, Any] | Non
     return next((m for m in result.get("metrics", []) if m["metric_type"] == metric_type), None)
 
 
+def _device_cell(result: dict[str, Any]) -> str:
+    """The device, and for a farm round the board it ran on (the labgrid place): `raspberry_pi_5 @ rpi5-a`."""
+    place = ((result.get("provenance") or {}).get("farm") or {}).get("place")
+    return f"{result.get('device', '')} @ {place}" if place else str(result.get("device", ""))
+
+
 def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
     """One table per checkpoint; a metric column no round gives (latency from mlia on a CPU, say) is left out.
     The --plain columns stay fixed, so scripts can rely on them."""
@@ -241,7 +247,7 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
         for result in group.rounds:
             metrics = [_metric_of(result, t) for t in HEADLINE_ORDER]
             method = result.get("method", "-") + (" (partial)" if result.get("partial") else "")
-            cells.append([result.get("started_at", "")[:16].replace("T", " "), result.get("device", ""),
+            cells.append([result.get("started_at", "")[:16].replace("T", " "), _device_cell(result),
                           result.get("runtime", ""), result.get("backend", ""), method,
                           *(_cell(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
             plain.append([result.get("measurement_id"), result.get("status"), result.get("device"),

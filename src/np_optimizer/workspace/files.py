@@ -21,7 +21,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+__all__ = ["cache_root", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
 
@@ -32,6 +32,15 @@ class CorruptFileError(ValueError):
         super().__init__(f"{path} {reason}")
         self.path = path
         self.reason = reason
+
+
+def cache_root() -> Path:
+    """The user's cache folder, shared by every workspace (estimates, compiled programs):
+    $NP_CACHE_DIR, else $XDG_CACHE_HOME/np, else ~/.cache/np."""
+    if os.environ.get("NP_CACHE_DIR"):
+        return Path(os.environ["NP_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "np"
 
 
 def _umask() -> int:

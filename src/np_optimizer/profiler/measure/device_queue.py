@@ -221,6 +221,8 @@ class DeviceLock:
     waited_s: float = 0.0
     acquired_at: float | None = None  # wall clock (epoch s)
     released_at: float | None = None
+    remote: Any = None  # queues.Slot: the destination to measure on (a local lock does not change it)
+    place: dict[str, Any] = field(default_factory=dict)  # queues.Slot: only a farm slot names a place
     _fd: int | None = field(default=None, repr=False)
     _entry: Path | None = field(default=None, repr=False)
     _record: dict[str, Any] | None = field(default=None, repr=False)  # the holder record this process wrote

@@ -21,8 +21,9 @@ from np_optimizer.errors import DeviceUnreachableError, MeasureError, Unsupporte
 from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.measure import Measurement, MeasureOptions
-from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus, expected_duration, record_duration
+from np_optimizer.profiler.measure.device_queue import QueueStatus, expected_duration, record_duration
 from np_optimizer.profiler.measure.local import measure_local
+from np_optimizer.profiler.measure.queues import Slot, queue_for
 from np_optimizer.profiler.measure.ssh import measure_remote, target_for
 from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods import register_method
@@ -96,21 +97,22 @@ class _QueueReporter:
             self.notice(f"Device {self.device} is free after {status.waited_s:.1f} s in the queue; measuring now.")
 
 
-def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueReporter) -> DeviceLock:
-    """The device's queue lock, with this measurement's expected duration for the jobs that queue behind it."""
+def _lock(request: ProfileRequest, options: MeasureOptions, reporter: _QueueReporter) -> Slot:
+    """The device's queue slot (this machine's lock, or a farm place), with this measurement's expected duration for
+    the jobs that queue behind it."""
     expected_s, _how = expected_duration(reporter.device, request.compiled.pte_sha256, runs=options.num_executions,
                                          warmup=options.warmup, timeout_s=options.timeout_s)
     label = f"{request.checkpoint.lower()} of {request.job} (np pid {os.getpid()})"
-    return DeviceLock(reporter.device, expected_s, label=label, on_status=reporter, warn_slack_s=2.0,
-                      warn_slack_ratio=0.25)
+    remote = None if request.device.local else request.remote
+    return queue_for(remote).make(reporter.device, remote, expected_s, label, reporter)
 
 
-def _measure(request: ProfileRequest, options: MeasureOptions, lock: DeviceLock) -> Measurement:
+def _measure(request: ProfileRequest, options: MeasureOptions, lock: Slot) -> Measurement:
     assert request.pte_path is not None
     if request.device.local:
         fd = lock.fileno()
         return measure_local(request.pte_path, options, hold_fds=() if fd is None else (fd,))
-    remote = request.remote
+    remote = lock.remote
     assert remote is not None
     return measure_remote(target_for(remote), request.pte_path, options, python=remote.python,
                           work_dir=remote.work_dir, device=request.device.name)
@@ -157,7 +159,7 @@ def _memory(doc: dict[str, Any]) -> dict[str, Any]:
     return memory
 
 
-def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measurement, lock: DeviceLock,
+def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measurement, lock: Slot,
            warnings: list[str]) -> MethodOutput:
     doc = measurement.doc
     runtime, host = doc.get("runtime") or {}, doc.get("host") or {}
@@ -166,6 +168,8 @@ def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measur
     threads = runtime.get("threads")
     version = runtime.get("executorch_version")
     where = request.device.name if request.device.local else f"{request.device.name} ({measurement.transport[4:]})"
+    if lock.place:
+        where = f"{request.device.name}, labgrid place {lock.place.get('place')} ({measurement.transport[4:]})"
     metrics: list[MetricValue] = []
     extras: dict[str, Any] = {}
     partial = bool(doc.get("partial"))
@@ -214,12 +218,27 @@ def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measur
         "timeout_s": options.timeout_s, "transport": measurement.transport,
         "loadavg_at_start": host.get("loadavg_at_start"), "timed": "each execute call, perf_counter_ns",
     }
+    if lock.place:
+        provenance["farm"] = _farm_record(lock)
+        for error in lock.place.get("release_errors") or []:
+            warnings.append(f"The farm place {lock.place.get('place')} may still be held: {error}; release it with "
+                            f"`labgrid-client -p {lock.place.get('place')} release`.")
     return MethodOutput(result_kind=_KIND, metrics=metrics, extras=extras, provenance=provenance,
                         warnings=list(dict.fromkeys(warnings)), partial=partial, artifacts={"raw": RAW_FILE},
                         timings=_timings(lock, measurement))
 
 
-def _timings(lock: DeviceLock, measurement: Measurement | None) -> dict[str, float]:
+def _farm_record(lock: Slot) -> dict[str, Any]:
+    """Where a farm round ran: the place, its exporter and tags, the coordinator and labgrid's version."""
+    place = lock.place
+    farm = lock.remote.farm if lock.remote is not None else None
+    return {"engine": "labgrid", "labgrid_version": place.get("labgrid_version"), "place": place.get("place"),
+            "exporter": place.get("exporter"), "tags": place.get("tags"), "owner": place.get("owner"),
+            "coordinator": farm.coordinator if farm else None, "requested_tags": farm.tag_dict if farm else None,
+            "waited_s": round(lock.waited_s, 3), "reservation": place.get("token")}
+
+
+def _timings(lock: Slot, measurement: Measurement | None) -> dict[str, float]:
     out = {"queue_wait_s": round(float(lock.waited_s), 3)}
     if measurement is not None:
         doc = measurement.doc
@@ -246,6 +265,9 @@ def profile(request: ProfileRequest) -> MethodOutput:
     reporter = _QueueReporter(request, device)
     transport = "local subprocess" if request.device.local or request.remote is None else \
         f"ssh {request.remote.destination}:{request.remote.port}"
+    if request.remote is not None and request.remote.farm is not None and not request.device.local:
+        transport = f"labgrid farm {request.remote.farm.coordinator} (a place tagged " + \
+            ", ".join(f"{k}={v}" for k, v in request.remote.farm.tags) + ")"
     lock = _lock(request, options, reporter)
     try:
         with lock:  # held around the measurement only; the timeout starts inside
@@ -255,7 +277,8 @@ def profile(request: ProfileRequest) -> MethodOutput:
         failure.context = {"warnings": reporter.warnings, "artifacts": _write_raw(request, failure.doc),
                            "extras": {"failure_kind": failure.kind, "log_tail": failure.stderr_tail[-10:]},
                            "provenance": {"tool": "executorch runtime", "transport": transport,
-                                          "runs_asked": options.num_executions, "timeout_s": options.timeout_s},
+                                          "runs_asked": options.num_executions, "timeout_s": options.timeout_s,
+                                          **({"farm": _farm_record(lock)} if lock.place else {})},
                            "timings": _timings(lock, None)}
         raise
     _remember(device, request, measurement)

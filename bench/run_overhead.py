@@ -1,0 +1,192 @@
+"""Benchmark: np run's wall time against a minimal hand-written script doing the same work with the same libraries.
+
+The model is a ResNet-18-like CNN defined here (torchvision is not installable on these machines): four stages of two
+BasicBlocks (64, 128, 256, 512 channels), BatchNorm after every convolution, input 1x3xSIZExSIZE.
+
+    np run          GO + GQ W8-A8 on device `host`, profiling INPUT_MODEL and GRAPH_QUANTIZE on-device (30 runs),
+                    with an empty compile and estimate cache each time (a first run, as a user's).
+    hand-written    export, BatchNorm folding, PT2E W8-A8 with XNNPACKQuantizer on the same 32 calibration samples,
+                    lowering both checkpoints with XnnpackPartitioner, 3 warm-up + 30 timed runs of each .pte with
+                    ExecuTorch's Python runtime.
+
+The two alternate (np, script, np, script, ...) so that a busy machine slows both alike; medians are compared.
+
+    .venv/bin/python bench/run_overhead.py [--repeats 2] [--size 112]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+MODEL_PY = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class BasicBlock(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU()
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = self.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return self.relu(y + (x if self.down is None else self.down(x)))
+
+
+    class ResNet18Like(nn.Module):
+        def __init__(self, classes=1000):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                      nn.MaxPool2d(3, 2, 1))
+            blocks, cin = [], 64
+            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+                blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+                cin = cout
+            self.blocks = nn.Sequential(*blocks)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(512, classes)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(self.pool(self.blocks(self.stem(x))), 1))
+
+
+    def build(size=SIZE):
+        torch.manual_seed(0)
+        model = ResNet18Like().eval()
+        with torch.no_grad():  # BatchNorm statistics that are not the identity, so folding changes weights
+            for m in model.modules():
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.running_mean.uniform_(-0.1, 0.1)
+                    m.running_var.uniform_(0.5, 1.5)
+        return model, (torch.randn(1, 3, size, size),)
+''')
+
+HAND_WRITTEN = textwrap.dedent('''
+    import sys, time
+    import torch
+    sys.path.insert(0, sys.argv[1])
+    from model import build
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                        get_symmetric_quantization_config)
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model, example = build()
+    program = torch.export.export(model, example)
+    torch.manual_seed(0)
+    calibration = [(torch.randn_like(example[0]),) for _ in range(32)]
+    # BatchNorm folding: prepare_pt2e folds conv + bn (as np's GO pass does on the exported program)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(program.module(), quantizer)
+    with torch.no_grad():
+        for sample in calibration:
+            prepared(*sample)
+    quantized = torch.export.export(convert_pt2e(prepared), example)
+    runtime = Runtime.get()
+    for name, ep in (("fp32", program), ("int8", quantized)):
+        buffer = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+        method = runtime.load_program(buffer).load_method("forward")
+        for _ in range(3):
+            method.execute(list(example))
+        times = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            method.execute(list(example))
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        print(f"{name}: median {times[15] * 1e3:.2f} ms")
+''')
+
+RUN_YAML = textwrap.dedent('''
+    version: "1.0"
+    steps:
+    - graph_optimize: null
+    - graph_quantize:
+      - scheme: W8-A8
+        automatic_mixed_precision: null
+    profile:
+    - INPUT_MODEL
+    - GRAPH_QUANTIZE
+''')
+
+
+def _np(*args: str, cwd: Path, env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "np_optimizer", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"np {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def np_run(root: Path, model_dir: Path, index: int) -> float:
+    """A fresh workspace, project and caches; returns np run's wall time (the set-up commands are not counted)."""
+    ws, cache = root / f"ws{index}", root / f"cache{index}"
+    env = {**os.environ, "NP_CACHE_DIR": str(cache), "NP_QUEUE_DIR": str(cache / "queue")}
+    env.pop("NP_COMPILE_CACHE_DIR", None)
+    _np("workspace", "init", str(ws), cwd=root, env=env)
+    _np("projects", "create", "-n", "resnet", "--model", f"{model_dir / 'model.py'}:build", "--device", "host",
+        cwd=ws, env=env)
+    _np("experiments", "create", "--steps", "go,gq", "-p", "resnet", cwd=ws, env=env)
+    exp = ws / "resnet" / "experiment_01"
+    (exp / "run.yaml").write_text(RUN_YAML)
+    start = time.perf_counter()
+    _np("run", "--profile-method", "on-device", cwd=exp, env=env)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(ws, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    return elapsed
+
+
+def hand_written(model_dir: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", HAND_WRITTEN, str(model_dir)], capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"the hand-written script failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--size", type=int, default=112, help="input height and width (default 112)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="np-bench-overhead-") as tmp:
+        root = Path(tmp)
+        model_dir = root / "model"
+        model_dir.mkdir()
+        (model_dir / "model.py").write_text(MODEL_PY.replace("SIZE", str(args.size)))
+        np_times, script_times = [], []
+        for i in range(args.repeats):
+            np_times.append(np_run(root, model_dir, i))
+            script_times.append(hand_written(model_dir))
+            print(f"round {i + 1}: np run {np_times[-1]:.1f} s, hand-written {script_times[-1]:.1f} s", flush=True)
+    np_median, script_median = statistics.median(np_times), statistics.median(script_times)
+    print(f"ResNet-18-like, 1x3x{args.size}x{args.size}, {os.cpu_count()} CPUs, {args.repeats} alternating rounds")
+    print(f"np run (GO + GQ W8-A8, profile INPUT_MODEL + GRAPH_QUANTIZE on-device, 30 runs): median {np_median:.1f} s")
+    print(f"hand-written script (same libraries, same work):                        median {script_median:.1f} s")
+    ratio = np_median / script_median
+    print(f"ratio np / hand-written: {ratio:.2f} (target <= 1.2: {'met' if ratio <= 1.2 else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

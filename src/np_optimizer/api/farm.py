@@ -1,0 +1,78 @@
+"""The board farm as `np devices ls` shows it: each farm device of devices.yaml with the places that can run it and
+their state, read from the labgrid coordinator."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FarmPlace", "FarmDevice", "FarmView", "devices_farm"]
+
+
+@dataclass(frozen=True)
+class FarmPlace:
+    name: str
+    state: str  # "free" | "acquired" | "reserved"
+    acquired_by: str | None  # labgrid's owner, host/user
+    tags: dict[str, str]
+    board: str | None  # the NetworkService's user@address:port
+    exporter: str | None
+    available: bool  # the exporter publishes the service now
+
+
+@dataclass(frozen=True)
+class FarmDevice:
+    device: str
+    tags: dict[str, str]
+    places: tuple[FarmPlace, ...]
+    waiting: int  # reservations for exactly these tags still in the queue
+
+
+@dataclass(frozen=True)
+class FarmView:
+    coordinator: str
+    devices: tuple[FarmDevice, ...]
+    exporters: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _place(raw: dict[str, Any]) -> FarmPlace:
+    services = raw.get("services") or []
+    service = services[0] if services else {}
+    board = None
+    if service:
+        user = f"{service.get('username')}@" if service.get("username") else ""
+        board = f"{user}{service.get('address')}:{service.get('port')}"
+    state = "acquired" if raw.get("acquired") else "reserved" if raw.get("reservation") else "free"
+    return FarmPlace(name=str(raw["name"]), state=state, acquired_by=raw.get("acquired"), tags=dict(raw["tags"]),
+                     board=board, exporter=service.get("exporter"), available=bool(service.get("available")))
+
+
+def devices_farm(*, cwd: Path | None = None) -> FarmView | None:
+    """The farm of the workspace around `cwd` with its places' state, or None when it has no farm. A coordinator
+    that cannot be reached raises DeviceUnreachableError (NP-FRM-503, exit 4)."""
+    from np_optimizer.devices.remote import load_farm, load_remote_devices
+    from np_optimizer.profiler.measure.farm import farm_places
+    from np_optimizer.workspace.layout import find_workspace
+
+    workspace = find_workspace(cwd or Path.cwd())
+    coordinator = load_farm(workspace.devices_file) if workspace else None
+    if workspace is None or coordinator is None:
+        return None
+    remotes = load_remote_devices(workspace.devices_file)
+    snapshot = farm_places(coordinator)
+    places = [_place(p) for p in snapshot.get("places", [])]
+    waiting = [r for r in snapshot.get("reservations", []) if r.get("state") == "waiting"]
+    devices = []
+    for name, remote in sorted(remotes.items()):
+        if remote.farm is None:
+            continue
+        wanted = remote.farm.tag_dict
+        mine = tuple(p for p in places if all(p.tags.get(k) == v for k, v in wanted.items()))
+        queued = sum(1 for r in waiting if ((r.get("filters") or {}).get("main") or {}) == wanted)
+        devices.append(FarmDevice(device=name, tags=wanted, places=mine, waiting=queued))
+    return FarmView(coordinator=coordinator, devices=tuple(devices),
+                    exporters=tuple(str(e) for e in snapshot.get("exporters", [])))
