@@ -73,9 +73,9 @@ RECORD_KEYS = {
     "status_measurement": ["checkpoint", "trigger", "status", "method", "result_kind", "device", "started_at",
                            "measurement_id"],
     "export": ["level", "folder", "checkpoint", "job", "device", "files"],
-    "run": ["experiment", "status", "duration_s", "jobs", "profile", "error"],
+    "run": ["experiment", "status", "duration_s", "jobs", "profile", "error", "evaluation"],
     "profile": ["experiment", "device", "method", "reused", "results"],
-    "report": ["experiment", "pipeline", "post_hoc", "warnings", "notices"],
+    "report": ["experiment", "pipeline", "post_hoc", "evaluation", "best_model", "warnings", "notices"],
     "report_project": ["project", "base_model", "experiments"],
     "error": ["error", "code", "message", "hint", "exit_code"],
 }

@@ -13,7 +13,7 @@ from np_optimizer.errors import EXIT_CONFIG, EXIT_USAGE, EXIT_VALIDATION
 def test_workspace_init_creates_ready_samples(run_np, tmp_path: Path) -> None:
     result = run_np("workspace", "init", str(tmp_path / "ws"), "--json")
     assert result.exit_code == 0, result.stderr
-    assert result.json["projects"] == ["sample_cpu", "sample_npu", "sample_llm"]
+    assert result.json["projects"] == ["sample_cpu", "sample_npu", "sample_llm", "sample_digits"]
     for name, device in (("sample_cpu", "raspberry_pi_5"), ("sample_npu", "alif_e8")):
         run = yaml.safe_load((tmp_path / "ws" / name / "experiment_01" / "run.yaml").read_text())
         assert [next(iter(s)) for s in run["steps"]] == ["graph_optimize", "graph_quantize"]
@@ -22,7 +22,8 @@ def test_workspace_init_creates_ready_samples(run_np, tmp_path: Path) -> None:
         info = run_np("projects", "info", name, "--json", cwd=tmp_path / "ws").json
         assert info["device"] == device
     again = run_np("workspace", "init", str(tmp_path / "ws"), "--json")
-    assert again.json["skipped"] == ["sample_cpu", "sample_npu", "sample_llm"] and again.json["projects"] == []
+    assert again.json["skipped"] == ["sample_cpu", "sample_npu", "sample_llm", "sample_digits"]
+    assert again.json["projects"] == []
 
 
 def test_samples_validate_and_dry_run(run_np, workspace: Path) -> None:
@@ -44,18 +45,27 @@ def test_samples_validate_and_dry_run(run_np, workspace: Path) -> None:
     assert all(p["metrics"] == ["MACS", "PARAMS"] and "LATENCY" in p["missing"] for p in cpu["plan"]["profile"])
 
 
-def test_plan_says_evaluate_is_not_run(run_np, cpu_experiment: Path) -> None:
+def test_plan_shows_the_evaluation_phase(run_np, cpu_experiment: Path, npu_experiment: Path) -> None:
     run_file = cpu_experiment / "run.yaml"
-    run_file.write_text(run_file.read_text() + "evaluate:\n- model: GRAPH_QUANTIZE\n  metrics: [SNR]\n")
+    run_file.write_text(run_file.read_text() + "evaluate:\n- model: GRAPH_QUANTIZE\n  metrics: [SNR, TOP1_ACCURACY]\n")
     for args in (["run", "--dry-run"], ["validate"]):
         result = run_np(*args, cwd=cpu_experiment)
         assert result.exit_code == 0, result.stdout + result.stderr
-        assert "Evaluate: GRAPH_QUANTIZE (SNR)  (not run by this version of np)" in result.stdout
-        assert "evaluate: entries are checked but not run by this version of np" in result.stdout
+        assert "Evaluate: GRAPH_QUANTIZE (SNR,TOP1_ACCURACY)" in result.stdout
+        assert "Evaluation phase after the steps, on the .pte on this machine's ExecuTorch runtime (xnnpack); 8 " \
+               "evaluation inputs (no labels)" in result.stdout
+        assert "TOP1/TOP5 accuracy need a labelled dataset" in result.stdout  # sample_cpu has none
     data = run_np("validate", "--json", cwd=cpu_experiment).json
-    assert any("not run by this version" in n for n in data["notes"])
+    assert "8 evaluation inputs" in data["plan"]["evaluate_on"]
     run_file.write_text(run_file.read_text().split("evaluate:")[0])
     assert run_np("validate", "--json", cwd=cpu_experiment).json["notes"] == []
+    npu_run = npu_experiment / "run.yaml"
+    npu_run.write_text(npu_run.read_text() + "evaluate:\n- GRAPH_QUANTIZE\n")
+    npu = run_np("run", "--dry-run", cwd=npu_experiment)
+    assert "on the exported program (a ethos-u .pte cannot run here; NPU int8 arithmetic may differ slightly)" in \
+        " ".join(npu.stdout.split())
+    digits = run_np("run", "--dry-run", cwd=cpu_experiment.parent.parent / "sample_digits" / "experiment_01")
+    assert "dataset digits_val (360 labelled samples, tensors)" in digits.stdout
 
 
 def test_validation_violations_exit_5_and_print_a_table(run_np, cpu_experiment: Path) -> None:

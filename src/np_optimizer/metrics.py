@@ -23,6 +23,11 @@ class MetricType(str, Enum):
     INFERENCES_PER_SECOND = "INFERENCES_PER_SECOND"
     NPU_OP_SHARE = "NPU_OP_SHARE"
     ACTIVATION_ARENA = "ACTIVATION_ARENA"
+    MSE = "MSE"
+    MAE = "MAE"
+    KLD = "KLD"
+    TOP1_ACCURACY = "TOP1_ACCURACY"
+    TOP5_ACCURACY = "TOP5_ACCURACY"
 
     def __str__(self) -> str:
         return self.value
@@ -45,6 +50,12 @@ UNITS: dict[MetricType, str] = {
     MetricType.INFERENCES_PER_SECOND: "1/s",
     MetricType.NPU_OP_SHARE: "%",
     MetricType.ACTIVATION_ARENA: "B",
+    MetricType.MSE: "abs^2",
+    MetricType.MAE: "abs",
+    MetricType.KLD: "nats",
+    MetricType.TOP1_ACCURACY: "fraction",
+    MetricType.TOP5_ACCURACY: "fraction",
 }
 
-HIGHER_IS_BETTER = frozenset({MetricType.SNR, MetricType.INFERENCES_PER_SECOND, MetricType.NPU_OP_SHARE})
+HIGHER_IS_BETTER = frozenset({MetricType.SNR, MetricType.INFERENCES_PER_SECOND, MetricType.NPU_OP_SHARE,
+                              MetricType.TOP1_ACCURACY, MetricType.TOP5_ACCURACY})

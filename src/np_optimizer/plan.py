@@ -12,15 +12,13 @@ from np_optimizer.devices import Device, default_method, method_support
 from np_optimizer.metrics import MetricType
 
 __all__ = ["PlannedStep", "PlannedProfile", "Plan", "build_plan", "plan_notes", "job_name", "HEADLINE_METRICS",
-           "EVALUATE_NOT_RUN"]
+           "evaluation_plan"]
 
 # The metrics a profile result is expected to carry; a combination that gives fewer warns about the rest.
 HEADLINE_METRICS = (MetricType.LATENCY, MetricType.MEMORY, MetricType.MODEL_WEIGHT_MEMORY, MetricType.MACS,
                     MetricType.PARAMS)
 INPUT_JOB = "00_input_model"
-# run.yaml's evaluate: section is checked, but no evaluator runs it yet (a later issue adds one).
-EVALUATE_NOT_RUN = ("The evaluate: entries are checked but not run by this version of np; SNR against INPUT_MODEL is "
-                    "computed for every step anyway (see np report).")
+_TASK = ("TOP1_ACCURACY", "TOP5_ACCURACY")
 
 
 def job_name(index: int, kind: str) -> str:
@@ -64,6 +62,7 @@ class Plan:
     profile: tuple[PlannedProfile, ...] | None
     evaluate: tuple[str, ...]
     total_jobs: int
+    evaluate_on: str = ""  # what the Evaluation phase runs and on which inputs (empty: no evaluate section)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,8 +74,22 @@ class Plan:
         return next(s.job for s in self.steps if s.kind == kind)
 
 
+def evaluation_plan(config: ExperimentConfig, device: Device, dataset: dict[str, Any] | None) -> str:
+    """One line: what each evaluated checkpoint runs on (.pte here or exported program) and on which inputs."""
+    if not config.run.evaluate:
+        return ""
+    runs = (f"the .pte on this machine's ExecuTorch runtime ({device.backend})" if device.backend_spec.runs_on_host
+            else f"the exported program (a {device.backend} .pte cannot run here; NPU int8 arithmetic may differ "
+                 "slightly)")
+    if dataset is not None:
+        data = f"dataset {dataset.get('name')} ({dataset.get('samples')} labelled samples, {dataset.get('format')})"
+    else:
+        data = f"{config.detail.globals['evaluation']['num_samples']} evaluation inputs (no labels)"
+    return f"{runs}; {data}"
+
+
 def build_plan(config: ExperimentConfig, device: Device, *, method: str | None = None,
-               remote_configured: bool = False) -> Plan:
+               remote_configured: bool = False, evaluation_dataset: dict[str, Any] | None = None) -> Plan:
     """Jobs in order and, per profiled checkpoint, what the device and method will give."""
     steps = tuple(PlannedStep(i, s.kind, job_name(i, s.kind), _describe(s)) for i, s in enumerate(config.run.steps, 1))
     chosen = method or default_method(device, remote_configured=remote_configured)
@@ -98,9 +111,13 @@ def build_plan(config: ExperimentConfig, device: Device, *, method: str | None =
             ))
         profile = tuple(entries)
     evaluate = tuple(f"{e.checkpoint} ({','.join(e.metrics)})" for e in config.run.evaluate)
-    return Plan(device.name, device.runtime, device.backend, steps, profile, evaluate, total_jobs=len(steps) + 1)
+    return Plan(device.name, device.runtime, device.backend, steps, profile, evaluate, total_jobs=len(steps) + 1,
+                evaluate_on=evaluation_plan(config, device, evaluation_dataset))
 
 
 def plan_notes(plan: Plan) -> tuple[str, ...]:
     """What the plan promises less of than run.yaml asks for, said plainly."""
-    return (EVALUATE_NOT_RUN,) if plan.evaluate else ()
+    if any(t in e for e in plan.evaluate for t in _TASK) and "labelled" not in plan.evaluate_on:
+        return ("TOP1/TOP5 accuracy need a labelled dataset, and this project has none: they will be left out. "
+                "Attach one with `np datasets add DIR`.",)
+    return ()

@@ -30,6 +30,8 @@ __all__ = [
     "ValidationReport",
     "MetricValue",
     "ProfileResult",
+    "EvaluationResult",
+    "EvaluationRound",
     "JobRecord",
     "RunSummary",
     "ProfileRound",
@@ -193,6 +195,35 @@ class ProfileResult:
 
 
 @dataclass(frozen=True)
+class EvaluationResult:
+    """One evaluation of one checkpoint (inline in np run, or post hoc by np evaluate): comparison metrics against
+    INPUT_MODEL and, with a labelled dataset, task metrics; `evaluated_on` says what ran (the .pte on this machine's
+    ExecuTorch runtime, or the exported program) and `samples` on how many inputs."""
+
+    measurement_id: str
+    checkpoint: str
+    job: str
+    checkpoint_sha256: str
+    device: str
+    backend: str
+    trigger: str  # "RUN_INLINE" | "POSTHOC"
+    status: str  # "SUCCESS" | "FAILED"
+    started_at: str
+    ended_at: str | None = None
+    dataset: dict[str, Any] | None = None  # name, path, format, samples; None: the evaluation inputs (no labels)
+    evaluated_on: str = ""
+    samples: int = 0
+    requested: tuple[str, ...] = ()
+    metrics: tuple[MetricValue, ...] = ()
+    warnings: tuple[str, ...] = ()
+    error: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def metric(self, metric_type: str) -> MetricValue | None:
+        return next((m for m in self.metrics if m.metric_type == metric_type), None)
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """job.json of one pipeline job (00_input_model, 01_graph_optimize, ...)."""
 
@@ -218,6 +249,7 @@ class JobRecord:
     pid: int | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds per part: step, save, compile, fidelity
     schema_version: int = SCHEMA_VERSION
+    evaluation: tuple[EvaluationResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -310,8 +342,11 @@ class ReportRecord:
 
     @property
     def post_hoc_count(self) -> int:
-        """Successful post-hoc rounds shown (rounds of older checkpoints and failed ones are counted apart)."""
-        return sum(len(g.rounds) for g in self.experiment.post_hoc) if self.experiment else 0
+        """Successful post-hoc rounds shown, evaluations (np evaluate) and profiles (rounds of older checkpoints and
+        failed ones are counted apart)."""
+        if self.experiment is None:
+            return 0
+        return sum(len(g.rounds) for g in [*self.experiment.post_hoc, *self.experiment.evaluation])
 
 
 @dataclass(frozen=True)
@@ -326,6 +361,7 @@ class RunSummary:
     jobs: tuple[dict[str, Any], ...] = ()
     profile: tuple[ProfileResult, ...] = ()
     error: dict[str, Any] | None = None
+    evaluation: tuple[EvaluationResult, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -339,7 +375,30 @@ class RunSummary:
 
     def json_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "status": self.status, "duration_s": self.duration_s,
-                "jobs": list(self.jobs), "profile": [to_dict(p) for p in self.profile], "error": self.error}
+                "jobs": list(self.jobs), "profile": [to_dict(p) for p in self.profile], "error": self.error,
+                "evaluation": [to_dict(e) for e in self.evaluation]}
+
+
+@dataclass(frozen=True)
+class EvaluationRound:
+    """`np evaluate`: the post-hoc evaluations of one command.
+
+    No schema_version: `np evaluate --json` prints `json_dict()`."""
+
+    experiment: str
+    dataset: str | None
+    results: tuple[EvaluationResult, ...] = ()
+
+    @property
+    def failed(self) -> list[EvaluationResult]:
+        return [r for r in self.results if r.status != "SUCCESS"]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILED if self.failed else 0
+
+    def json_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "dataset": self.dataset, "results": [to_dict(r) for r in self.results]}
 
 
 @dataclass(frozen=True)

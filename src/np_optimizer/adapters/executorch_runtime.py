@@ -7,7 +7,7 @@ from typing import Any
 
 from np_optimizer.errors import ToolError
 
-__all__ = ["run_pte", "pte_backends"]
+__all__ = ["run_pte", "pte_backends", "pte_method"]
 
 
 def pte_backends(pte_path: Path) -> list[str]:
@@ -34,3 +34,18 @@ def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
     if method is None:
         raise ToolError(f"{pte_path.name} has no 'forward' method.", hint="Recompile the checkpoint.", code="NP-RUN-500")
     return list(method.execute(list(inputs)))
+
+
+def pte_method(pte_path: Path) -> Any:
+    """The loaded `forward` method of a .pte, to execute many inputs without loading the program each time."""
+    from executorch.runtime import Runtime
+
+    runtime = Runtime.get()
+    try:
+        method = runtime.load_program(Path(pte_path)).load_method("forward")
+    except RuntimeError as exc:
+        raise ToolError(f"Cannot load {pte_path.name} on this machine: {exc}.",
+                        hint="Only XNNPACK and portable-kernel programs run here.", code="NP-RUN-500") from exc
+    if method is None:
+        raise ToolError(f"{pte_path.name} has no 'forward' method.", hint="Recompile the checkpoint.", code="NP-RUN-500")
+    return method

@@ -1,5 +1,6 @@
 """The Python API: one function per np command. Functions return records and raise NpError; they never print."""
 
+from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
 from np_optimizer.api.experiments import (
     experiment_info,
     experiments_create,
@@ -21,6 +22,9 @@ from np_optimizer.api.run import run
 from np_optimizer.api.status import export, status
 
 __all__ = [
+    "dataset_info",
+    "datasets_add",
+    "evaluate",
     "devices_list",
     "experiment_info",
     "experiments_create",

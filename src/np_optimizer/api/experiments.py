@@ -114,6 +114,9 @@ def validate(*, experiment: str | None = None, project: str | None = None, confi
                                              model=exp.project.info["model"])
     plan = None
     if config is not None:
-        plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(exp, device.name))
+        from np_optimizer.evaluate.inputs import project_dataset
+
+        plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(exp, device.name),
+                          evaluation_dataset=project_dataset(exp.project))
     return ValidationReport(experiment=exp.name, is_valid=config is not None, issues=tuple(issues), plan=plan,
                             notes=plan_notes(plan) if plan is not None else ())

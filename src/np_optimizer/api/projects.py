@@ -50,7 +50,12 @@ def workspace_init(directory: Path | None = None) -> WorkspaceInitResult:
             skipped.append(sample.name)
             continue
         projects_create(name=sample.name, model=sample.model, device=sample.device, cwd=workspace.root)
-        experiments_create(steps=",".join(sample.steps), name="experiment_01", project=sample.name, cwd=workspace.root)
+        record = experiments_create(steps=",".join(sample.steps), name="experiment_01", project=sample.name,
+                                    cwd=workspace.root)
+        if sample.evaluation_dataset or sample.calibration:
+            from np_optimizer.evaluate.sample import add_sample_data
+
+            add_sample_data(Project(workspace.root / sample.name), Path(record.path), sample)
         created.append(sample.name)
     return WorkspaceInitResult(root=str(workspace.root), created=not existed, projects=tuple(created),
                                skipped=tuple(skipped))
@@ -91,7 +96,8 @@ def _check_calibration(spec: ModelSpec, root: Path, folder: Path) -> None:
 
 
 def projects_create(*, name: str, model: str, device: str, runtime: str | None = None, backend: str | None = None,
-                    calibration_dataset: str | None = None, cwd: Path | None = None) -> ProjectRecord:
+                    calibration_dataset: str | None = None, evaluation_dataset: str | None = None,
+                    cwd: Path | None = None) -> ProjectRecord:
     """Create a project folder in the workspace with its own copy of the model (and calibration data)."""
     cwd = cwd or Path.cwd()
     check_project_name(name)
@@ -114,6 +120,10 @@ def projects_create(*, name: str, model: str, device: str, runtime: str | None =
             "backend": target.backend, "model": spec.to_dict(), "calibration_dataset": calibration,
             "created_at": utc_now(),
         }
+        if evaluation_dataset:  # checked against the model and copied, like the calibration data
+            from np_optimizer.evaluate.attach import prepare_dataset
+
+            info["evaluation_dataset"] = prepare_dataset(evaluation_dataset, spec, root)
         write_json(root / PROJECT_FILE, info)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)  # a failed create leaves nothing half-made

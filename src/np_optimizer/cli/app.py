@@ -10,6 +10,7 @@ from np_optimizer import __version__
 from np_optimizer.cli import (
     cmd_cache,
     cmd_devices,
+    cmd_evaluate,
     cmd_experiments,
     cmd_profile,
     cmd_projects,
@@ -57,3 +58,4 @@ cmd_run.register(app)
 cmd_report.register(app)
 cmd_profile.register(app)
 cmd_status.register(app)
+cmd_evaluate.register(app)

@@ -24,11 +24,14 @@ def create(
     backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Backend; must match the device.")] = None,
     calibration_dataset: Annotated[Optional[str], typer.Option(
         "--calibration-dataset", "-C", help="Folder of .npy/.pt tensors or images for quantization.")] = None,
+    evaluation_dataset: Annotated[Optional[str], typer.Option(
+        "--evaluation-dataset", "-E", help="Labelled data for accuracy: DIR/<class>/*.png|jpg|npy, or a .npz/.pt "
+        "file with `inputs` and `labels`.")] = None,
     json_mode: JsonOpt = False,
 ) -> None:
     """Create a project in the current workspace; the model is copied into it."""
     record = api.projects_create(name=name, model=model, device=device, runtime=runtime, backend=backend,
-                                 calibration_dataset=calibration_dataset)
+                                 calibration_dataset=calibration_dataset, evaluation_dataset=evaluation_dataset)
     if json_mode:
         print_json(to_dict(record))
         return

@@ -39,7 +39,8 @@ def plan_text(plan: Plan) -> str:
         for method, missing, note in sorted(gaps):
             lines.append(f"  Not given by {method} on {plan.device}: {', '.join(missing)}. {note}")
     if plan.evaluate:
-        lines.append("Evaluate: " + "; ".join(plan.evaluate) + "  (not run by this version of np)")
+        lines.append("Evaluate: " + "; ".join(plan.evaluate))
+        lines.append(f"  Evaluation phase after the steps, on {plan.evaluate_on}")
     lines.append(f"Total: {plan.total_jobs} jobs (input model + {len(plan.steps)} step(s))")
     return "\n".join(lines)
 

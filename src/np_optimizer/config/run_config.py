@@ -38,7 +38,7 @@ __all__ = [
     "validate_run",
 ]
 
-EVALUATE_METRICS = ("SNR", "MAX_ABS_ERROR", "MSE", "MAE")
+EVALUATE_METRICS = ("SNR", "MAX_ABS_ERROR", "MSE", "MAE", "KLD", "TOP1_ACCURACY", "TOP5_ACCURACY")
 SUPPORTED_VERSIONS = ("1.0",)
 _TOP_LEVEL = ("version", "steps", "profile", "evaluate", "budgets")
 

@@ -80,6 +80,7 @@ class JobRunner:
                                                    "file": os.path.relpath(input_ref.path, job_dir),
                                                    "sha256": input_ref.sha256},
             profile=tuple(p for p in (earlier.profile if earlier else ()) if p.trigger == "POSTHOC"),
+            evaluation=tuple(e for e in (earlier.evaluation if earlier else ()) if e.trigger == "POSTHOC"),
         )
         self.store.write_job(record)
         timings: dict[str, float] = {}

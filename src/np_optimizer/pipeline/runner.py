@@ -22,7 +22,7 @@ from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
-from np_optimizer.records import ProfileResult, RunSummary
+from np_optimizer.records import EvaluationResult, ProfileResult, RunSummary
 from np_optimizer.workspace import Experiment, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -104,6 +104,12 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             error = error_record(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
             log.error(f"{error['message']}" + (f" Hint: {error['hint']}" if error["hint"] else ""),
                       exc_info=None if isinstance(exc, NpError) else exc)
+        evaluations: list[EvaluationResult] = []
+        if config.run.evaluate:  # the accuracy half, before profiling (which may wait for a device)
+            phase += 1
+            from np_optimizer.evaluate.phase import evaluation_phase
+
+            evaluations = evaluation_phase(run, store, produced, phase=phase, progress=progress)
         if config.run.profile is not None and plan.profile is not None:
             phase += 1
             from np_optimizer.profiler.session import profile_run
@@ -114,10 +120,12 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
             store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
         failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
-        status = "failed" if error is not None or failed_profiles else "success"
+        failed_evaluations = [e for e in evaluations if e.status != "SUCCESS"]
+        status = "failed" if error is not None or failed_profiles or failed_evaluations else "success"
         summary = RunSummary(experiment=experiment.name, status=status, duration_s=round(time.perf_counter() - started, 2),
                              jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
-                                        for j in store.jobs()), profile=tuple(rounds), error=error)
+                                        for j in store.jobs()), profile=tuple(rounds), error=error,
+                             evaluation=tuple(evaluations))
         store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
         store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
         return summary

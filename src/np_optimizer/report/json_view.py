@@ -15,7 +15,7 @@ def _metrics(row: PipelineRow) -> list[dict[str, Any]]:
     for metric in row.metrics.values():
         item = {"metric_type": metric["metric_type"], "value": metric.get("value"), "unit": metric.get("unit"),
                 "comparison_model": metric.get("comparison_model"), "component_name": metric.get("component_name")}
-        for extra in ("stat", "source", "method", "result_kind", "identical"):
+        for extra in ("stat", "source", "method", "result_kind", "identical", "samples", "dataset", "trigger"):
             if metric.get(extra) is not None:
                 item[extra] = metric[extra]
         out.append(item)
@@ -73,6 +73,8 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
                      "steps": [_entry(r) for r in rows if r.checkpoint != "INPUT_MODEL"],
                      "profiling_enabled": report.profiling_enabled, "method": report.method},
         "post_hoc": [_post_hoc(r) for r in report.post_hoc_all],
+        "evaluation": report.evaluation_all,
+        "best_model": report.best,
         "warnings": report.warnings,
         "notices": report.notices,
     }

@@ -59,6 +59,9 @@ class ExperimentReport:
     method: str | None
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    evaluation: list[Any] = field(default_factory=list)  # EvaluationGroup per checkpoint (report/evaluation.py)
+    evaluation_all: list[dict[str, Any]] = field(default_factory=list)  # every evaluation round, for --json
+    best: str | None = None  # the best-model rule's pick (a row's model name)
 
 
 @dataclass(frozen=True)
@@ -191,11 +194,20 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
         if row.profile.get("status") == "FAILED" and row.profile.get("error"):
             warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
     post_hoc = list(report.get("post_hoc") or [])
+    from np_optimizer.report.evaluation import apply_evaluation, best_row, evaluation_groups
+
+    evaluation = report.get("evaluation") if isinstance(report.get("evaluation"), dict) else {}
+    apply_evaluation(rows, evaluation, current)
+    best = best_row(rows)
     return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows,
                             post_hoc=_groups(post_hoc, current),
                             post_hoc_all=sorted(post_hoc, key=lambda r: r.get("started_at", "")),
                             profiling_enabled=enabled, method=method, warnings=warnings,
-                            notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()])
+                            notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()],
+                            evaluation=list(evaluation_groups(evaluation, current)),
+                            evaluation_all=[*(evaluation or {}).get("results", []),
+                                            *(evaluation or {}).get("post_hoc", [])],
+                            best=best.model if best else None)
 
 
 def steps_label(step_types: list[str]) -> str:

@@ -3,7 +3,8 @@
     --sort   metric[:asc|desc][,metric...]     default: desc for higher-is-better metrics (snr), asc otherwise
     --filter metric OP number[,metric OP number...]   OP in > < >= <= == != ; conditions are ANDed
 
-Numbers are in the units the table shows: ms, MB (MiB: bytes / 1024**2) for memory, weight memory and .pte size, dB.
+Numbers are in the units the table shows: ms, MB (MiB: bytes / 1024**2) for memory, weight memory and .pte size, dB;
+accuracies (top1, top5) are fractions 0..1.
 """
 
 from __future__ import annotations
@@ -27,12 +28,21 @@ SORTABLE: dict[str, tuple[str, bool]] = {
     "model_weight_memory": ("MODEL_WEIGHT_MEMORY", False),
     "snr": ("SNR", True),
     "pte_size": ("PTE_SIZE", False),
+    "top1": ("TOP1_ACCURACY", True),
+    "top1_accuracy": ("TOP1_ACCURACY", True),
+    "accuracy": ("TOP1_ACCURACY", True),
+    "top5": ("TOP5_ACCURACY", True),
+    "top5_accuracy": ("TOP5_ACCURACY", True),
+    "kld": ("KLD", False),
+    "mse": ("MSE", False),
+    "mae": ("MAE", False),
 }
 # metrics stored in bytes but shown (and filtered) in MB
 _BYTES_SHOWN_AS_MB = {"MODEL_WEIGHT_MEMORY", "PTE_SIZE"}
 _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "==": operator.eq,
                                                    "!=": operator.ne, ">": operator.gt, "<": operator.lt}
-_EXAMPLES = "Examples: --sort latency  --sort snr:desc,latency  --filter 'latency<5,snr>=30'"
+_EXAMPLES = ("Examples: --sort latency  --sort snr:desc,latency  --filter 'latency<5,snr>=30'  --sort top1  "
+             "--filter 'top1>=0.9'")
 
 
 @dataclass(frozen=True)

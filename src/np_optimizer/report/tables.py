@@ -44,8 +44,10 @@ def report_tables(record: ReportRecord) -> list[Table]:
         return [project_table(record.project)]
     if record.experiment is None:
         return []
+    from np_optimizer.report.evaluation import evaluation_tables
+
     return [pipeline_table(record.experiment, list(record.rows), list(record.sort)),
-            *post_hoc_tables(record.experiment.post_hoc)]
+            *evaluation_tables(record.experiment.evaluation), *post_hoc_tables(record.experiment.post_hoc)]
 
 
 def header_rows(record: ReportRecord) -> list[list[Any]]:
@@ -83,6 +85,8 @@ _COLUMNS: list[_Column] = [
     ("Params", "PARAMS", "params", lambda m: humanize_count(m["value"]), True),
     ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(m['value']):.2f}", True),
     ("SNR (vs input)", "SNR", "snr_db", _fmt_snr, True),
+    ("Top1", "TOP1_ACCURACY", "top1_accuracy", lambda m: f"{m['value']:.4f}", True),
+    ("Top5", "TOP5_ACCURACY", "top5_accuracy", lambda m: f"{m['value']:.4f}", True),
 ]
 
 
@@ -199,7 +203,22 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         footnotes.append(f"(output) {output} is OUTPUT_MODEL, the checkpoint of run.yaml's last step")
     if any(r.metrics.get("SNR") for r in rows):
         footnotes.append("SNR (dB) of each checkpoint's outputs against INPUT_MODEL's, on the evaluation inputs")
+    footnotes += _accuracy_footnotes(report)
     return Table(title, columns, cells, plain_columns, plain, caption, footnotes, section="pipeline")
+
+
+def _accuracy_footnotes(report: ExperimentReport) -> list[str]:
+    """Where the accuracy figures come from (what ran, on how many samples) and the best-model rule's pick."""
+    from np_optimizer.report.evaluation import BEST_RULE
+
+    out = []
+    sources = {(m.get("source"), m.get("trigger")) for r in report.rows for k, m in r.metrics.items()
+               if k in ("TOP1_ACCURACY", "TOP5_ACCURACY")}
+    for source, trigger in sorted(sources, key=str):
+        out.append(f"Top1/Top5 (fraction correct{'; np evaluate' if trigger == 'POSTHOC' else ''}): {source}")
+    if report.best and (sources or any(r.value("LATENCY") is not None for r in report.rows)):
+        out.append(f"Best model ({BEST_RULE}): {report.best}")
+    return out
 
 
 _POST_HOC_COLUMNS = ["Started (UTC)", "Device", "Runtime", "Backend", "Method", "Latency(ms)", "Memory(MB)",
@@ -258,21 +277,25 @@ def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:
 
 
 _PROJECT_COLUMNS = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)",
-                    "Method"]
-_PROJECT_PLAIN = ["model", "steps", "status", "latency_ms", "memory_mb", "macs", "params", "snr_db", "method"]
+                    "Top1", "Method"]
+_PROJECT_PLAIN = ["model", "steps", "status", "latency_ms", "memory_mb", "macs", "params", "snr_db", "top1_accuracy",
+                  "method"]
 
 
 def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
     """(cells, plain values) of latency, memory, MACs, params, SNR and the method of one output checkpoint."""
     if row is None:
-        return ["-"] * 6, [""] * 6
-    latency, memory, macs, params, snr = (row.value(t) for t in ("LATENCY", "MEMORY", "MACS", "PARAMS", "SNR"))
+        return ["-"] * 7, [""] * 7
+    latency, memory, macs, params, snr, top1 = (row.value(t) for t in ("LATENCY", "MEMORY", "MACS", "PARAMS", "SNR",
+                                                                        "TOP1_ACCURACY"))
     cells = [fmt_number(latency) if latency is not None else "-", fmt_number(memory) if memory is not None else "-",
              humanize_count(macs) if macs is not None else "-", humanize_count(params) if params is not None else "-",
-             "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}")]
+             "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}"),
+             "-" if top1 is None else f"{top1:.4f}"]
     profile = row.profile if row.profile and row.profile.get("status") == "SUCCESS" else None
     method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
-    plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr)] + [method if profile else ""]
+    plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr, top1)] + \
+        [method if profile else ""]
     return [*cells, method], plain
 
 
@@ -283,8 +306,8 @@ def project_table(report: ProjectReport) -> Table:
     plain: list[list[Any]] = [["input_model", "", "", *first_plain]]
     for exp in report.experiments:
         if exp.status == "unreadable":
-            rows.append([exp.name, "-", "unreadable", *(["-"] * 6)])
-            plain.append([exp.name, "", "unreadable", *([""] * 6)])
+            rows.append([exp.name, "-", "unreadable", *(["-"] * 7)])
+            plain.append([exp.name, "", "unreadable", *([""] * 7)])
             continue
         cells, values = _project_values(exp.output)
         rows.append([exp.name, steps_label(list(exp.step_types)) or "-", exp.status, *cells])
@@ -293,11 +316,13 @@ def project_table(report: ProjectReport) -> Table:
     caption = f"Each experiment's row shows its output checkpoint; device {report.device}."
     # Latency and memory columns no experiment has (mlia on a CPU target) are left out, as in the experiment report
     empty = [i for i, c in enumerate(columns) if c in ("Latency(ms)", "Memory(MB)") and all(r[i] == "-" for r in rows)]
+    no_top1 = [columns.index("Top1")] if all(r[columns.index("Top1")] == "-" for r in rows) else []  # no dataset
     if empty:
         caption += f" No {' or '.join(columns[i].split('(')[0].lower() for i in empty)} from np run's profiling " \
                    "here: see each experiment's post-hoc rounds (np report -e NAME), or measure with `np profile " \
                    "--method on-device`."
-        rows = [[cell for i, cell in enumerate(row) if i not in empty] for row in rows]
-        columns = [c for i, c in enumerate(columns) if i not in empty]
+    if empty or no_top1:
+        rows = [[cell for i, cell in enumerate(row) if i not in empty + no_top1] for row in rows]
+        columns = [c for i, c in enumerate(columns) if i not in empty + no_top1]
     return Table(f"Project: {report.name}", columns, rows, list(_PROJECT_PLAIN), plain, caption=caption,
                  section="experiments")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from np_optimizer.errors import StoreError
-from np_optimizer.records import SCHEMA_VERSION, JobRecord, ProfileResult, from_dict, to_dict
+from np_optimizer.records import SCHEMA_VERSION, EvaluationResult, JobRecord, ProfileResult, from_dict, to_dict
 from np_optimizer.workspace.files import CorruptFileError, file_lock, read_json, write_json
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.shapes import shape_problem
@@ -114,6 +114,20 @@ def _check_version(path: Path, data: Any) -> None:
                          code="NP-RPT-426")
 
 
+def _rebuild_evaluation(stored: Any, jobs: list[JobRecord]) -> dict[str, Any]:
+    """report.json's `evaluation`: the latest run's inline result per checkpoint, and every post-hoc round."""
+    own = dict(stored) if isinstance(stored, dict) else {}
+    since = str(own.get("started_at") or "")
+    rounds = sorted((to_dict(r) for j in jobs for r in j.evaluation), key=lambda r: str(r.get("started_at") or ""))
+    latest: dict[str, dict[str, Any]] = {}
+    for r in rounds:
+        if r.get("trigger") == "RUN_INLINE" and str(r.get("started_at") or "") >= since:
+            latest[str(r.get("checkpoint"))] = r
+    return {"enabled": bool(own.get("enabled")), "listed": list(own.get("listed") or []),
+            "started_at": own.get("started_at"), "results": list(latest.values()),
+            "post_hoc": [r for r in rounds if r.get("trigger") == "POSTHOC"]}
+
+
 class ExperimentStore:
     def __init__(self, experiment: Experiment) -> None:
         self.experiment = experiment
@@ -195,6 +209,19 @@ class ExperimentStore:
         write_json(self.job_file(name), data)
         self._after_job_write()
         return True
+
+    def add_job_evaluation(self, result: EvaluationResult) -> bool:
+        """Append an evaluation (inline or post hoc) to its job's job.json and rebuild the index; False without a job."""
+        with self.locked():
+            record = self.read_job(result.job)
+            if record is None:
+                return False
+            data = to_dict(record)
+            data.setdefault("evaluation", []).append(to_dict(result))
+            write_json(self.job_file(result.job), data)
+            self._after_job_write()
+            self._write_report(self._rebuild(self._stored_report()))
+            return True
 
     def _after_job_write(self) -> None:
         if os.environ.get(_FAULT_ENV) == "after-job-write":
@@ -281,6 +308,7 @@ class ExperimentStore:
         post_hoc = [r for r in stored.get("post_hoc", []) if r.get("job") not in names]
         post_hoc += [p for j in jobs for p in (to_dict(r) for r in j.profile) if p.get("trigger") == "POSTHOC"]
         report["post_hoc"] = sorted(post_hoc, key=lambda r: str(r.get("started_at") or ""))
+        report["evaluation"] = _rebuild_evaluation(stored.get("evaluation"), jobs)
         return report
 
     # -- meta.json -------------------------------------------------------------------------------------------------

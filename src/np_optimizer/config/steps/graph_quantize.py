@@ -37,6 +37,9 @@ OPTIONS: Section = {
         "target_snr": Opt(30.0, "number", "GREEDY stops once the output SNR (dB) against the float model "
                           "reaches this."),
         "max_float_layers": Opt(16, "int", "GREEDY keeps at most this many layers in float.", minimum=1),
+        "target_top1_drop": Opt(None, "number", "With a labelled evaluation dataset: GREEDY stops once TOP1 accuracy "
+                                "is at most this much (a fraction: 0.01 = one point) below the float model's, instead "
+                                "of target_snr. null: target_snr.", minimum=0, also=(None,)),
     },
 }
 

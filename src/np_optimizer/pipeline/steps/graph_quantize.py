@@ -99,6 +99,8 @@ def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram,
 
     with torch.no_grad():
         reference = [ctx.program.module()(*x) for x in evaluation]
+    if amp.get("target_top1_drop") is not None:  # the task metric on the labelled dataset instead of SNR
+        return _greedy_on(ctx, quantize, full, skip, float(amp["target_top1_drop"]), limit)
     snr_all = _snr(full, evaluation, reference)
     record: dict[str, Any] = {"mode": "GREEDY", "target_snr_db": target, "max_float_layers": limit,
                               "snr_all_quantized_db": round(snr_all, 3), "float_layers": [], "trail": []}
@@ -128,4 +130,36 @@ def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram,
     record["achieved_snr_db"] = round(snr, 3)
     record["result"] = ("target met" if snr >= target
                         else f"target not met after {len(chosen)} float layer(s) (max_float_layers={limit})")
+    return program, record
+
+
+def _greedy_on(ctx: StepContext, quantize: Any, full: ExportedProgram, skip: frozenset[str], drop: float,
+               limit: int) -> tuple[ExportedProgram, dict[str, Any]]:
+    """GREEDY with TOP1 accuracy as the score: the layers whose float copy recovers the most accuracy go first."""
+    from np_optimizer.evaluate.amp import top1_objective
+    from np_optimizer.quantize.pt2e import weighted_layers
+
+    score, target, facts = top1_objective(ctx, drop)
+    achieved = score(full)
+    record: dict[str, Any] = {"mode": "GREEDY", **facts, "max_float_layers": limit,
+                              "top1_drop_all_quantized": round(-achieved, 6), "float_layers": [], "trail": []}
+    program = full
+    if achieved < target:
+        modules = list(dict.fromkeys(m for _node, m in weighted_layers(ctx.program) if m not in skip))
+        ranked = sorted(((score(quantize(frozenset({m}))), m) for m in modules), reverse=True)
+        record["sensitivity"] = [{"module": m, "top1_change_if_float": round(s, 6)} for s, m in ranked]
+        for _gain, module in ranked[:limit]:
+            record["float_layers"].append(module)
+            program = quantize(frozenset(record["float_layers"]))
+            achieved = score(program)
+            record["trail"].append({"float_layers": list(record["float_layers"]), "top1_drop": round(-achieved, 6)})
+            ctx.log.info(f"  GREEDY: kept {module} in float -> TOP1 drop {-achieved:.4f} (target {drop:g})")
+            if achieved >= target:
+                break
+    record["achieved_top1_drop"] = round(-achieved, 6)
+    record["result"] = ("target met" + (" with every layer quantized" if not record["float_layers"] else "")
+                        if achieved >= target else
+                        f"target not met after {len(record['float_layers'])} float layer(s) (max_float_layers={limit})")
+    ctx.log.info(f"  GREEDY on TOP1: float {facts['float_top1']:.4f}, drop {-achieved:.4f} "
+                 f"(target {drop:g}, {facts['samples']} samples of {facts['dataset']}): {record['result']}")
     return program, record

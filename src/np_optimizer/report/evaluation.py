@@ -1,0 +1,125 @@
+"""The accuracy half of the report: evaluation metrics on the pipeline rows (the run's inline result of each current
+checkpoint, else its newest successful np evaluate round), the post-hoc evaluation tables, and the best-model rule.
+Reads report.json's `evaluation` part only (no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from np_optimizer.report.model import PipelineRow
+    from np_optimizer.report.tables import Table
+
+__all__ = ["EvaluationGroup", "ROW_METRICS", "apply_evaluation", "evaluation_groups", "evaluation_tables",
+           "metric_cell", "metric_header", "best_row", "BEST_RULE"]
+
+# evaluation metrics a pipeline row takes (its SNR stays the step's own fidelity on the evaluation inputs)
+ROW_METRICS = ("TOP1_ACCURACY", "TOP5_ACCURACY", "KLD", "MSE", "MAE")
+_HEADERS = {"TOP1_ACCURACY": "Top1", "TOP5_ACCURACY": "Top5", "SNR": "SNR(dB)", "MSE": "MSE", "MAE": "MAE",
+            "MAX_ABS_ERROR": "Max abs err", "KLD": "KLD(nats)"}
+BEST_RULE = "lowest latency, then highest Top1 accuracy, then highest SNR"
+
+
+@dataclass
+class EvaluationGroup:
+    target: str
+    rounds: list[dict[str, Any]]  # SUCCESS rounds of the current checkpoint, newest first
+    hidden: dict[str, int]
+
+
+def metric_header(metric_type: str) -> str:
+    return _HEADERS.get(metric_type, metric_type)
+
+
+def metric_cell(metric: dict[str, Any] | None) -> str:
+    if metric is None or metric.get("value") is None:
+        return "-"
+    value = float(metric["value"])
+    if metric.get("unit") == "fraction":
+        return f"{value:.4f}"
+    return f"{value:.2f}" if metric.get("metric_type") == "SNR" else f"{value:.3g}"
+
+
+def _current(result: dict[str, Any], shas: dict[str, str | None]) -> bool:
+    sha = shas.get(str(result.get("checkpoint")))
+    return not sha or result.get("checkpoint_sha256") == sha
+
+
+def apply_evaluation(rows: list[PipelineRow], evaluation: dict[str, Any] | None, shas: dict[str, str | None]) -> None:
+    """Put each row's evaluation metrics (with their source and sample count) into `row.metrics`."""
+    evaluation = evaluation or {}
+    inline = {r.get("checkpoint"): r for r in evaluation.get("results", [])
+              if r.get("status") == "SUCCESS" and _current(r, shas)}
+    post_hoc: dict[Any, dict[str, Any]] = {}
+    for r in evaluation.get("post_hoc", []):  # time order: the newest wins
+        if r.get("status") == "SUCCESS" and _current(r, shas):
+            post_hoc[r.get("checkpoint")] = r
+    for row in rows:
+        result = inline.get(row.checkpoint) or post_hoc.get(row.checkpoint)
+        if result is None:
+            continue
+        for metric in result.get("metrics", []):
+            if metric["metric_type"] in ROW_METRICS:
+                row.metrics[metric["metric_type"]] = {**metric, "trigger": result.get("trigger"),
+                                                      "samples": result.get("samples"),
+                                                      "dataset": (result.get("dataset") or {}).get("name")}
+
+
+def evaluation_groups(evaluation: dict[str, Any] | None, shas: dict[str, str | None]) -> list[EvaluationGroup]:
+    groups: dict[str, EvaluationGroup] = {}
+    for r in (evaluation or {}).get("post_hoc", []):
+        target = str(r.get("checkpoint", "")).lower()
+        group = groups.setdefault(target, EvaluationGroup(target, [], {}))
+        if not _current(r, shas):
+            group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
+        elif r.get("status") == "SUCCESS":
+            group.rounds.append(r)
+        else:
+            status = str(r.get("status", "unknown")).lower()
+            group.hidden[status] = group.hidden.get(status, 0) + 1
+    for group in groups.values():
+        group.rounds.sort(key=lambda r: str(r.get("started_at", "")), reverse=True)
+    return list(groups.values())
+
+
+def evaluation_tables(groups: list[EvaluationGroup]) -> list[Table]:
+    """One table per checkpoint: Started | Dataset | Source (vs) | Samples | metrics (np-interface.md §4)."""
+    from np_optimizer.report.tables import Table
+
+    tables = []
+    for group in groups:
+        names = list(dict.fromkeys(m["metric_type"] for r in group.rounds for m in r.get("metrics", [])))
+        cells, plain = [], []
+        for r in group.rounds:
+            values = {m["metric_type"]: m for m in r.get("metrics", [])}
+            dataset = (r.get("dataset") or {}).get("name") or "evaluation inputs"
+            source = "pte" if str(r.get("evaluated_on", "")).startswith("the .pte") else "exported program"
+            cells.append([str(r.get("started_at", ""))[:16].replace("T", " "), dataset, f"{source} (vs input_model)",
+                          str(r.get("samples", "")), *(metric_cell(values.get(n)) for n in names)])
+            plain.append([r.get("measurement_id"), r.get("status"), dataset, source, r.get("samples"),
+                          *((values.get(n) or {}).get("value", "") for n in names)])
+        hidden = " · ".join(f"{status} {count}" for status, count in sorted(group.hidden.items()))
+        tables.append(Table(f"[ np evaluate (post-hoc) — Target: {group.target} ]",
+                            ["Started (UTC)", "Dataset", "Source (vs)", "Samples", *(metric_header(n) for n in names)],
+                            cells, ["measurement_ref_id", "status", "dataset", "source", "samples",
+                                    *(n.lower() for n in names)], plain,
+                            caption=f"hidden: {hidden}" if hidden else "", section=f"posthoc_evaluation:{group.target}"))
+    return tables
+
+
+def best_row(rows: list[PipelineRow]) -> PipelineRow | None:
+    """The reference interface's best model among the step checkpoints (INPUT_MODEL is the reference, no candidate):
+    of the finished ones with a latency, accuracy or SNR, the lowest latency, then the highest Top1, then the highest
+    SNR (missing values last, ties keep order); else the last finished one."""
+    finished = [r for r in rows if r.status in ("success", "reused") and r.checkpoint != "INPUT_MODEL"]
+    scored = [r for r in finished if any(r.value(m) is not None for m in ("LATENCY", "TOP1_ACCURACY", "SNR"))]
+    if not scored:
+        return finished[-1] if finished else None
+
+    def key(row: PipelineRow) -> tuple[float, float, float]:
+        latency, top1, snr = (row.value(m) for m in ("LATENCY", "TOP1_ACCURACY", "SNR"))
+        return (latency if latency is not None else float("inf"), -(top1 if top1 is not None else -1.0),
+                -(snr if snr is not None else float("-inf")))
+
+    return min(scored, key=key)
