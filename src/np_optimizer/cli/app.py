@@ -8,6 +8,7 @@ import typer
 
 from np_optimizer import __version__
 from np_optimizer.cli import (
+    cmd_compare,
     cmd_devices,
     cmd_experiments,
     cmd_profile,
@@ -55,3 +56,4 @@ cmd_run.register(app)
 cmd_report.register(app)
 cmd_profile.register(app)
 cmd_status.register(app)
+cmd_compare.register(app)

@@ -21,8 +21,19 @@ def register(app: typer.Typer) -> None:
                                                        "shown: ms, MB (MiB), dB.")] = None,
         json_mode: JsonOpt = False,
         plain: PlainOpt = False,
+        layers: Annotated[bool, typer.Option("--layers", help="The costliest layers of CHECKPOINT (default: the "
+                                             "last profiled), by module path.")] = False,
+        checkpoint: Annotated[Optional[str], typer.Argument(help="With --layers: the checkpoint.")] = None,
+        top: Annotated[int, typer.Option("--top", help="With --layers: how many layers.")] = 10,
     ) -> None:
         """Compare every checkpoint of an experiment side by side (or every experiment of a project)."""
+        if layers or checkpoint is not None:
+            from np_optimizer.api.layers import layers_report
+            from np_optimizer.cli.layer_views import show_layers
+
+            show_layers(layers_report(checkpoint=checkpoint, experiment=experiment, top=top),
+                        "json" if json_mode else "plain" if plain else "table")
+            return
         from np_optimizer.api.report import report as build
         from np_optimizer.cli.report_views import get_report_view
 
