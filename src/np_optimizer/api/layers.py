@@ -55,7 +55,22 @@ class CompareRecord:
 
 
 def _rows(exp: Experiment) -> list[PipelineRow]:
-    return build_experiment_report(ExperimentStore(exp).read_report()).rows
+    """The pipeline rows, each with the newest successful round of its checkpoint that has per-layer data (np run's
+    own, or a later np profile of the same checkpoint version) as its profile."""
+    built = build_experiment_report(ExperimentStore(exp).read_report())
+    for row in built.rows:
+        sha = (row.profile or {}).get("checkpoint_sha256")
+        rounds = [r for r in [row.profile or {}, *built.post_hoc_all] if r.get("checkpoint") == row.checkpoint
+                  and r.get("status") == "SUCCESS" and (r.get("artifacts") or {}).get("layers")
+                  and (sha is None or r.get("checkpoint_sha256") in (None, sha))]
+        if rounds:
+            newest = max(rounds, key=lambda r: str(r.get("started_at", "")))
+            if newest is not row.profile:
+                row.profile = newest
+                for metric in newest.get("metrics", []):
+                    row.metrics[metric["metric_type"]] = {**metric, "method": newest.get("method"),
+                                                          "result_kind": newest.get("result_kind")}
+    return built.rows
 
 
 def _pick(rows: list[PipelineRow], checkpoint: str | None, exp: Experiment) -> PipelineRow:
@@ -66,6 +81,10 @@ def _pick(rows: list[PipelineRow], checkpoint: str | None, exp: Experiment) -> P
             raise NotFoundError(f"No checkpoint of {exp.name} has been profiled.", hint="Run `np run` (with a "
                                 "profile: section) or `np profile`.", code="NP-RPT-404")
         return profiled[-1]
+    return _named(rows, checkpoint, exp)
+
+
+def _named(rows: list[PipelineRow], checkpoint: str, exp: Experiment) -> PipelineRow:
     wanted = checkpoint.upper()
     if wanted == "OUTPUT_MODEL":
         steps = [r for r in rows if r.checkpoint != "INPUT_MODEL"]
@@ -108,6 +127,10 @@ def _placement(exp: Experiment, row: PipelineRow) -> dict[str, str]:
     """Per layer key: delegated, CPU, or partly CPU, from the compile's layers_graph.json."""
     folder = ((row.profile or {}).get("compile") or {}).get("folder")
     path = exp.root / folder / GRAPH_FILE if folder else None
+    device = (row.lowering or {}).get("device")
+    if path is None and device:  # not profiled: the compile np run made for the experiment's device
+        path = next((p / "artifacts" / f"compiled_{device}" / GRAPH_FILE for p in sorted(exp.root.iterdir())
+                     if p.is_dir() and p.name.endswith("_" + row.checkpoint.lower())), None)
     if path is None or not path.is_file():
         return {}
     try:
@@ -145,14 +168,14 @@ def _targets(exp: Experiment, checkpoints: list[str], others: list[str], cwd: Pa
                                                                                                    PipelineRow]]:
     out: list[tuple[Experiment, PipelineRow]] = []
     rows = _rows(exp)
-    if checkpoints:
-        out += [(exp, _pick(rows, c, exp)) for c in checkpoints]
+    if checkpoints:  # named checkpoints join even unprofiled: their compile still says where each layer runs
+        out += [(exp, _named(rows, c, exp)) for c in checkpoints]
     else:
         out += [(exp, r) for r in rows if r.profile and r.profile.get("status") == "SUCCESS"]
     for name in others:
         other = resolve_experiment(name, None, exp.root.parent if not Path(name).is_dir() else cwd)
         other_rows = _rows(other)
-        out += [(other, _pick(other_rows, c, other)) for c in checkpoints] if checkpoints else \
+        out += [(other, _named(other_rows, c, other)) for c in checkpoints] if checkpoints else \
             [(other, r) for r in other_rows if r.profile and r.profile.get("status") == "SUCCESS"]
     return out
 
@@ -166,7 +189,7 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
     if len(targets) < 2:
         raise UsageError(f"np compare needs two profiled checkpoints; {exp.name} has {len(targets)}.",
                          hint="Profile another (np profile CHECKPOINT), name them (np compare INPUT_MODEL "
-                         "GRAPH_QUANTIZE), or add another experiment's with -e.", code="NP-RPT-400")
+                         "GRAPH_QUANTIZE), or add another experiment's with --with NAME.", code="NP-RPT-400")
     columns: list[dict[str, Any]] = []
     warnings: list[str] = []
     for owner, row in targets:
@@ -177,7 +200,7 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
             warnings.append(f"{owner.name}/{row.checkpoint}: no per-layer costs ({exc.message})")
         label = row.checkpoint if owner == exp else f"{owner.name}/{row.checkpoint}"
         columns.append({"label": label, "experiment": owner.name, "checkpoint": row.checkpoint,
-                        "device": (row.profile or {}).get("device"), "method": (row.profile or {}).get("method"),
+                        "device": (row.profile or {}).get("device") or (row.lowering or {}).get("device"), "method": (row.profile or {}).get("method"),
                         "result_kind": (row.profile or {}).get("result_kind"), "totals": _totals(row),
                         "layers": document, "placement": _placement(owner, row)})
     diffs = [{"base": columns[0]["label"], "other": c["label"], **layer_diff(columns[0], c)} for c in columns[1:]]
@@ -186,9 +209,10 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
                         "a change of the model.")
     for c in columns:
         totals: dict[str, dict[str, Any]] = c["totals"]
-        for metric, total in totals.items():
-            if total.get("coverage"):
-                warnings.append(f"{c['label']}: {metric} is {total['coverage']}.")
+        partial = [metric for metric, total in totals.items() if total.get("coverage")]
+        if partial:
+            text = next(t["coverage"] for t in totals.values() if t.get("coverage"))
+            warnings.append(f"{c['label']}: {', '.join(partial)} are {text}.")
     slim = tuple({k: v for k, v in c.items() if k != "layers"} | {"has_layers": c["layers"] is not None}
                  for c in columns)
     return CompareRecord(slim, tuple(compare_totals(columns)), tuple(diffs), tuple(warnings))

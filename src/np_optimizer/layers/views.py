@@ -69,7 +69,7 @@ def layer_diff(base: dict[str, Any], other: dict[str, Any], limit: int = 10) -> 
     same_unit = ((base.get("layers") or {}).get("cost") or {}).get("unit") == \
         ((other.get("layers") or {}).get("cost") or {}).get("unit")
     changes: list[dict[str, Any]] = []
-    for key in sorted(set(first) | set(second)):
+    for key in sorted(set(first) | set(second)) if first and second else ():  # costs on both sides, or no diff
         a, b = first.get(key), second.get(key)
         cost_a, cost_b = (a or {}).get("cost"), (b or {}).get("cost")
         if cost_a is None and cost_b is None:
