@@ -196,3 +196,31 @@ def test_a_delta_inside_the_measured_spread_is_not_significant() -> None:
     cells = compare_totals(columns)[0]["cells"]
     assert [c.get("significant") for c in cells] == [None, False, True, False]
     assert cells[2]["better"] is False and abs(cells[2]["delta_pct"] - 20.0) < 1e-9
+
+
+def test_a_quantize_that_leaves_most_weights_float_warns_naming_the_layers() -> None:
+    """XNNPACK's W8-A8 quantizer annotates no LSTM: the LSTM's weights stay float, and the step must say so."""
+    import torch
+    from torch import nn
+
+    from np_optimizer.layers.weights import float_weights, float_weights_warning
+    from np_optimizer.quantize.pt2e import quantize_program
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(16, 64, batch_first=True)
+            self.head = nn.Linear(64, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.lstm(x)[0][:, -1])
+
+    torch.manual_seed(0)
+    example = (torch.randn(1, 8, 16),)
+    program = quantize_program(torch.export.export(Tagger().eval(), example), backend="xnnpack", scheme="W8-A8",
+                               target=None, calibration=[example], keep_float=frozenset())
+    summary = float_weights(program)
+    assert [e["module"] for e in summary["float_layers"]] == ["lstm"]  # head's weight went through int8
+    assert summary["float_share_pct"] > 90
+    warning = float_weights_warning(summary, "W8-A8", "xnnpack")
+    assert warning is not None and "lstm (LSTM" in warning and "did not annotate" in warning

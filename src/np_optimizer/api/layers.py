@@ -10,7 +10,7 @@ from typing import Any
 
 from np_optimizer.errors import NotFoundError, UsageError
 from np_optimizer.layers.coverage import BOUNDARY_OPS
-from np_optimizer.layers.files import layers_path, read_layers
+from np_optimizer.layers.files import aggregate, layers_path, read_layers
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.report.model import PipelineRow, build_experiment_report
@@ -109,13 +109,45 @@ def _document(exp: Experiment, row: PipelineRow) -> dict[str, Any]:
     return read_layers(path) | {"_file": str(path.relative_to(exp.root))}
 
 
+def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
+    """Without per-layer costs (a CPU device's mlia round gives none): the compile's layers, ranked by MACs, with
+    where each runs, so the ops not delegated are still named by module path."""
+    path = _graph_path(exp, row)
+    try:
+        graph = json.loads(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else None
+    except (OSError, ValueError):
+        graph = None
+    if not isinstance(graph, dict) or not graph.get("ops"):
+        return None
+    backend = str((row.lowering or {}).get("device") or "the device")
+    rows = [{k: op.get(k) for k in ("key", "module", "class", "family", "op_family", "overhead")}
+            | {"raw_id": op.get("id"), "graph_macs": op.get("macs"),
+               "placement": "delegated" if op.get("delegated") else "CPU"}
+            for op in graph["ops"] if op.get("delegated") or not any(b in str(op.get("op")) for b in BOUNDARY_OPS)]
+    return {"result_kind": "static", "cost": {"field": "graph_macs", "unit": "MACs", "total": sum(
+        int(r["graph_macs"] or 0) for r in rows), "source": f"{graph.get('macs_convention')}; no per-layer time or "
+        f"cycles on {backend} (host per-op timing is not built yet): layers ranked by MACs"},
+        "coverage": None, "layers": aggregate(rows, "graph_macs"), "rows": rows,
+        "warnings": ["No per-layer cost for this checkpoint on this device: the ranking is by MACs (a static "
+                     "count), with each layer's placement from the compile."],
+        "_file": str(path.relative_to(exp.root)) if path is not None else ""}
+
+
 def layers_report(*, checkpoint: str | None = None, experiment: str | None = None, top: int = 10,
                   cwd: Path | None = None) -> LayersRecord:
     if top < 1:
         raise UsageError(f"--top must be 1 or more, not {top}.", hint="For example --top 20.", code="NP-RPT-400")
     exp = resolve_experiment(experiment, None, cwd or Path.cwd())
-    row = _pick(_rows(exp), checkpoint, exp)
-    doc = _document(exp, row)
+    rows = _rows(exp)
+    row = _pick(rows, checkpoint, exp) if checkpoint or any(
+        r.profile and r.profile.get("status") == "SUCCESS" for r in rows) else rows[-1]
+    try:
+        doc = _document(exp, row)
+    except NotFoundError:
+        fallback = _graph_document(exp, row)
+        if fallback is None:
+            raise
+        doc = fallback
     result = row.profile or {}
     return LayersRecord(exp.name, row.checkpoint, str(result.get("device")), str(result.get("method")),
                         str(doc.get("result_kind", result.get("result_kind"))), dict(doc.get("cost") or {}),
@@ -123,14 +155,19 @@ def layers_report(*, checkpoint: str | None = None, experiment: str | None = Non
                         doc["_file"], tuple(doc.get("warnings") or ()))
 
 
-def _placement(exp: Experiment, row: PipelineRow) -> dict[str, str]:
-    """Per layer key: delegated, CPU, or partly CPU, from the compile's layers_graph.json."""
+def _graph_path(exp: Experiment, row: PipelineRow) -> Path | None:
     folder = ((row.profile or {}).get("compile") or {}).get("folder")
     path = exp.root / folder / GRAPH_FILE if folder else None
     device = (row.lowering or {}).get("device")
-    if path is None and device:  # not profiled: the compile np run made for the experiment's device
+    if (path is None or not path.is_file()) and device:  # the compile np run made for the experiment's device
         path = next((p / "artifacts" / f"compiled_{device}" / GRAPH_FILE for p in sorted(exp.root.iterdir())
                      if p.is_dir() and p.name.endswith("_" + row.checkpoint.lower())), None)
+    return path
+
+
+def _placement(exp: Experiment, row: PipelineRow) -> dict[str, str]:
+    """Per layer key: delegated, CPU, or partly CPU, from the compile's layers_graph.json."""
+    path = _graph_path(exp, row)
     if path is None or not path.is_file():
         return {}
     try:
