@@ -75,7 +75,10 @@ def _cell(cell: dict[str, Any] | None, first: bool) -> str:
         text += f" {PARTIAL_MARK}"
     if not first and cell.get("delta") is not None:
         pct = cell.get("delta_pct")
-        text += f" ({pct:+.1f}%)" if pct is not None else f" ({cell['delta']:+.3g})"
+        if cell.get("unit") == "%":  # a share changes by points, not by a percentage of itself
+            text += f" ({cell['delta']:+.1f} pt)"
+        else:
+            text += f" ({pct:+.1f}%)" if pct is not None else f" ({cell['delta']:+.3g})"
         if not cell.get("significant"):
             text += " n.s."
     return text

@@ -84,7 +84,10 @@ def is_overhead(family: str) -> bool:
 def _fn_family(torch_fn: Any) -> str | None:
     """The function the user called, from a node's `torch_fn` ('mean_1', 'method_descriptor.mean') -> 'mean'."""
     if isinstance(torch_fn, Sequence) and not isinstance(torch_fn, str) and len(torch_fn) == 2:
-        return str(torch_fn[1]).rsplit(".", 1)[-1].lower() or None
+        kind, _, name = str(torch_fn[1]).rpartition(".")
+        if kind.startswith("OpOverload"):  # an op inserted by a pass (quantize, dequantize): no user function
+            return None
+        return name.lower() or None
     return None
 
 
