@@ -164,10 +164,21 @@ def test_report_layers_and_compare_read_stored_files_without_torch(npu_layers: P
     assert latency["cells"][1]["coverage"].startswith("partial")
 
 
-def test_report_layers_bad_checkpoint_is_a_usage_error(npu_layers: Path, run_np) -> None:
+def test_unestimated_checkpoint_shows_its_compiled_layers_on_the_cpu(npu_layers: Path, run_np) -> None:
+    """INPUT_MODEL is float, which the Ethos-U cannot run: its layers are listed from the compile, all on the CPU,
+    ranked by MACs (a static count), never with a cost np did not get."""
+    doc = run_np("report", "--layers", "INPUT_MODEL", "--json", cwd=npu_layers).json
+    assert doc["cost"]["unit"] == "MACs" and doc["result_kind"] == "static"
+    assert {layer["placement"] for layer in doc["layers"]} == {"CPU"}
+    assert doc["layers"][0]["module"] in ("block.expand", "block.project")
+    assert set(_model_modules(npu_layers)) >= {layer["module"] for layer in doc["layers"]}
+
+
+def test_report_layers_bad_input_is_a_clear_error(npu_layers: Path, cpu_experiment: Path, run_np) -> None:
     result = run_np("report", "--layers", "NOPE", cwd=npu_layers)
     assert result.exit_code == 2 and "NP-RPT-400" in result.stderr + result.stdout
-    missing = run_np("report", "--layers", "INPUT_MODEL", "--json", cwd=npu_layers)
+    assert run_np("report", "--layers", "--top", "0", cwd=npu_layers).exit_code == 2
+    missing = run_np("report", "--layers", "--json", cwd=cpu_experiment)  # nothing run or compiled yet
     assert missing.exit_code == 3 and missing.json["code"] == "NP-RPT-404"
 
 

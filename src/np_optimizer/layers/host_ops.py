@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.errors import UnsupportedError
 from np_optimizer.layers.keys import LayerKey, module_of, op_family
+from np_optimizer.versions import tool_version
 
 __all__ = ["traced_ops"]
 
@@ -40,7 +42,13 @@ def traced_ops(pte: Path, etrecord: Path, inputs: tuple[Any, ...], runs: int, wo
     for _ in range(runs):
         module.forward(list(inputs))
     etdump = work_dir / "run.etdp"
-    module.write_etdump_result_to_file(str(etdump), str(work_dir / "run.debug"))
+    if module.has_etdump():
+        module.write_etdump_result_to_file(str(etdump), str(work_dir / "run.debug"))
+    if not etdump.is_file():  # the pip runtime has the API but records nothing
+        raise UnsupportedError(
+            f"The ExecuTorch runtime here (executorch {tool_version('executorch')}) was built without the event "
+            "tracer, so it records no per-op times (ETDump).", hint="Per-op timing needs a runtime built with "
+            "EXECUTORCH_ENABLE_EVENT_TRACER=ON; the headline latency is unaffected.", code="NP-PRF-422")
     inspector = Inspector(etdump_path=str(etdump), etrecord=str(etrecord))
     rows: list[dict[str, Any]] = []
     for block in inspector.event_blocks:
