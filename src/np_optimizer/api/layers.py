@@ -139,6 +139,8 @@ def layers_report(*, checkpoint: str | None = None, experiment: str | None = Non
         raise UsageError(f"--top must be 1 or more, not {top}.", hint="For example --top 20.", code="NP-RPT-400")
     exp = resolve_experiment(experiment, None, cwd or Path.cwd())
     rows = _rows(exp)
+    if not rows:
+        raise NotFoundError(f"{exp.name} has no checkpoints yet.", hint="Run it first: `np run`.", code="NP-RPT-404")
     row = _pick(rows, checkpoint, exp) if checkpoint or any(
         r.profile and r.profile.get("status") == "SUCCESS" for r in rows) else rows[-1]
     try:
