@@ -104,6 +104,9 @@ def test_per_layer_cycles_sum_exactly_to_mlias_total(npu_layers: Path) -> None:
     with open(vela_csv, newline="") as handle:
         assert [int(r["Op Cycles"]) for r in csv.DictReader(handle)] == rows
     assert abs(sum(layer["share_pct"] or 0 for layer in layers["layers"]) - 100.0) < 0.01
+    # one MAC convention per column (Vela's nn_macs on an Ethos-U), np's graph count kept beside it
+    macs = next(m for m in result["metrics"] if m["metric_type"] == "MACS")["value"]
+    assert layers["macs"]["vela_nn_macs"] == macs and 0 < layers["macs"]["np_graph_macs"] != macs
 
 
 def test_layers_are_keyed_by_the_models_module_paths(npu_layers: Path) -> None:

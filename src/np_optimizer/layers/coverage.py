@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-__all__ = ["coverage_of", "PARTIAL_METRICS", "PARTIAL_MARK", "coverage_text", "left_out_warning", "BOUNDARY_OPS"]
+__all__ = ["coverage_of", "macs_disagreement", "PARTIAL_METRICS", "PARTIAL_MARK", "coverage_text", "left_out_warning", "BOUNDARY_OPS"]
 
 # Metrics that describe the NPU part only when part of the model stays on the CPU.
 PARTIAL_METRICS = frozenset({"LATENCY", "MEMORY", "MACS", "MODEL_WEIGHT_MEMORY", "NPU_CYCLES", "TOTAL_CYCLES",
@@ -58,6 +58,31 @@ def coverage_text(coverage: dict[str, Any]) -> str:
     macs = coverage.get("npu_mac_share_pct")
     return (f"partial: NPU part only ({coverage['ops_delegated']} of {coverage['ops_total']} ops, "
             f"{coverage['npu_op_share_pct']:.1f}%" + (f"; {macs:.1f}% of MACs" if macs is not None else "") + ")")
+
+
+def macs_disagreement(tool_macs: float, graph: dict[str, Any], rows: list[dict[str, Any]],
+                      threshold: float = 0.10) -> tuple[dict[str, Any], str | None]:
+    """Vela's nn_macs beside np's graph count of the same program, and a warning naming the layer families that
+    account for the difference when the two differ by more than `threshold` (per family: Vela's MACs of the rows of
+    that family against np's count of the ops of that family)."""
+    np_macs = sum(int(o.get("macs") or 0) for o in graph.get("ops") or [])
+    facts: dict[str, Any] = {"vela_nn_macs": tool_macs, "np_graph_macs": np_macs,
+                             "np_convention": graph.get("macs_convention")}
+    if not np_macs or not tool_macs or abs(tool_macs - np_macs) <= threshold * max(tool_macs, np_macs):
+        return facts, None
+    by_family: dict[str, list[float]] = {}
+    for op in graph.get("ops") or []:
+        by_family.setdefault(str(op.get("family")), [0.0, 0.0])[1] += int(op.get("macs") or 0)
+    for row in rows:
+        if row.get("macs") is not None:
+            by_family.setdefault(str(row.get("family")), [0.0, 0.0])[0] += float(row["macs"])
+    gaps = sorted(by_family.items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))[:4]
+    facts["by_family"] = {k: {"vela": v[0], "np": v[1]} for k, v in by_family.items()}
+    named = ", ".join(f"{family} (Vela {v[0]:,.0f}, np {v[1]:,.0f})" for family, v in gaps if v[0] != v[1])
+    return facts, (f"MACs differ by {abs(tool_macs - np_macs) / max(tool_macs, np_macs):.0%} between Vela's nn_macs "
+                   f"({tool_macs:,.0f}, the MACs column here) and np's graph count ({np_macs:,.0f}, the MACs column "
+                   f"on CPU devices): mostly {named}. Vela also counts the work of ops it lowers to the NPU's MAC "
+                   "units (pads, pooling, elementwise), np counts conv and matmul-family ops only.")
 
 
 def left_out_warning(coverage: dict[str, Any], limit: int = 8) -> str:

@@ -81,6 +81,7 @@ def ethos_u_layers(estimates: list[dict[str, Any]], compiled_dir: Path | None, *
         "key": "module path + class + op family from nn_module_stack (ExecuTorch Arm debug information); "
                "overhead ops with no module are attributed to the producing layer",
         "coverage": coverage, "layers": aggregate(rows, "cycles"), "rows": rows, "warnings": warnings,
+        "_graph": graph,  # for the caller's MAC comparison; not written
     }
 
 

@@ -178,7 +178,7 @@ def _with_layers(request: ProfileRequest, estimates: list[dict[str, Any]], metri
                  total_cycles: float, warnings: list[str]) -> tuple[list[MetricValue], dict[str, Any] | None, str]:
     """Write the round's layers.json; when the totals cover the NPU part only, mark them and warn naming the layers
     left out (a partial total never stands unmarked)."""
-    from np_optimizer.layers.coverage import PARTIAL_METRICS, coverage_text, left_out_warning
+    from np_optimizer.layers.coverage import PARTIAL_METRICS, coverage_text, left_out_warning, macs_disagreement
     from np_optimizer.layers.ethos_u import ethos_u_layers, write_layers
 
     document = ethos_u_layers(estimates, request.compiled_dir, total_cycles=total_cycles,
@@ -192,6 +192,12 @@ def _with_layers(request: ProfileRequest, estimates: list[dict[str, Any]], metri
             warnings[:] = [w for w in warnings if "run on the CPU outside the NPU" not in w]
             warnings.append(left_out_warning(coverage))
     warnings += document["warnings"]
+    graph = document.pop("_graph", None)
+    tool_macs = next((m.value for m in metrics if m.metric_type == "MACS"), 0.0)
+    if graph and tool_macs:  # one convention per column: Vela's count here, np's beside it, a warning if far apart
+        document["macs"], differ = macs_disagreement(tool_macs, graph, document["rows"])
+        if differ:
+            warnings.append(differ)
     return metrics, coverage, write_layers(request.work_dir, document)
 
 
