@@ -13,7 +13,7 @@ from np_optimizer.devices.compat_doc import render_compatibility
 COMMANDS = [
     [], ["workspace", "init"], ["projects", "create"], ["projects", "ls"], ["projects", "info"], ["models", "ls"],
     ["experiments", "create"], ["experiments", "detail"], ["experiments", "ls"], ["experiments", "info"],
-    ["devices", "ls"], ["validate"], ["run"], ["profile"], ["report"],
+    ["devices", "ls"], ["validate"], ["run"], ["profile"], ["report"], ["compare"],
 ]
 
 

@@ -151,6 +151,7 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-RUN-501", EXIT_FAILED, "The measurement failed."),
     ("NP-RUN-504", EXIT_FAILED, "The measurement did not return."),
     ("NP-RPT-400", EXIT_USAGE, "A bad --sort, --filter or report option."),
+    ("NP-RPT-404", EXIT_CONFIG, "No per-layer data for that checkpoint (not profiled, or profiled by an older np)."),
     ("NP-RPT-426", EXIT_CONFIG, "A result file was written by a newer np."),
     ("NP-RPT-500", EXIT_CONFIG, "A result file is corrupt."),
     ("NP-BDG-400", EXIT_USAGE, "A bad --budget (unknown metric, wrong unit, negative or non-finite value)."),

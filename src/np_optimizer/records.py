@@ -157,6 +157,7 @@ class MetricValue:
     source: str = ""
     comparison_model: str | None = None
     component_name: str | None = None
+    coverage: str | None = None  # set when the number covers part of the model only ("partial: NPU part only ...")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
 from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
+from np_optimizer.layers.graph import write_program_layers
 from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
 
 def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -> dict[str, Any]:
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
     if not target:
@@ -126,6 +128,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -
         spec = EthosUCompileSpec(target, system_config=vela["system_config"], memory_mode=vela["memory_mode"],
                                  config_ini=str(config_ini))
         spec.dump_intermediate_artifacts_to(str(work))  # before the partitioner copies the spec
+        spec.dump_debug_info(ArmCompileSpec.DebugMode.JSON)  # debug.json: TOSA op -> nn_module_stack, for the layers
         with _logger_level(_VERBOSE_LOGGER, logging.WARNING):
             edge = to_edge_transform_and_lower(
                 program,
@@ -134,6 +137,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
             )
     stats = delegation_stats(edge.exported_program())
+    write_program_layers(edge.exported_program(), out_dir)  # per-op placement and module keys for the views
     executorch_program = edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
     pte = out_dir / "model.pte"
     write_bytes(pte, executorch_program.buffer)  # atomic: a crash never leaves half a .pte

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
+from np_optimizer.layers.graph import write_program_layers
 from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def lower_xnnpack(program: ExportedProgram, _target: str | None, out_dir: Path) 
     register_quantized_out_variants()
     edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
     stats = delegation_stats(edge.exported_program())
+    write_program_layers(edge.exported_program(), out_dir)  # per-op placement and module keys for the views
     executorch_program = edge.to_executorch()
     pte = out_dir / "model.pte"
     write_bytes(pte, executorch_program.buffer)  # atomic: a crash never leaves half a .pte

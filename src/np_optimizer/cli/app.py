@@ -9,6 +9,7 @@ import typer
 from np_optimizer import __version__
 from np_optimizer.cli import (
     cmd_cache,
+    cmd_compare,
     cmd_devices,
     cmd_evaluate,
     cmd_experiments,
@@ -59,3 +60,4 @@ cmd_report.register(app)
 cmd_profile.register(app)
 cmd_status.register(app)
 cmd_evaluate.register(app)
+cmd_compare.register(app)

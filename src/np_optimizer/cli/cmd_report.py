@@ -22,9 +22,9 @@ def register(app: typer.Typer) -> None:
     @app.command("report", epilog="Example: np report --sort latency --filter 'snr>=30'   (np report --json; "
                                   "np report --html; np report --check --budget latency_ms=20 --junit budgets.xml)")
     def report(
-        file: Annotated[Optional[Path], typer.Argument(help="With --html: the file to write (default report.html in "
-                                                            "the experiment or project folder).",
-                                                       show_default=False)] = None,
+        target: Annotated[Optional[str], typer.Argument(
+            metavar="[CHECKPOINT|FILE]", help="With --layers: the checkpoint (default: the last profiled). With --html: "
+            "the file to write (default report.html in the experiment or project folder).", show_default=False)] = None,
         experiment: ExperimentOpt = None,
         project: Annotated[Optional[str], typer.Option("--project", "-p", help="Project report (all experiments).")] = None,
         sort: Annotated[Optional[str], typer.Option("--sort", "-s", help="metric[:asc|desc][,...]: latency, memory, "
@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
                                                        "shown: ms, MB (MiB), dB.")] = None,
         json_mode: JsonOpt = False,
         plain: PlainOpt = False,
+        layers: Annotated[bool, typer.Option("--layers", help="The costliest layers of CHECKPOINT (default: the "
+                                             "last profiled), by module path.")] = False,
+        top: Annotated[int, typer.Option("--top", help="With --layers: how many layers.")] = 10,
         html: Annotated[bool, typer.Option("--html", help="Write one self-contained HTML page (no network, no "
                                            "JavaScript) and print its path: np report --html [FILE].")] = False,
         check: CheckOpt = False,
@@ -42,14 +45,27 @@ def register(app: typer.Typer) -> None:
         junit: JunitOpt = None,
     ) -> int:
         """Compare every checkpoint of an experiment side by side (or every experiment of a project)."""
+        from np_optimizer.errors import UsageError
+
+        if layers and html:
+            raise UsageError("--layers and --html cannot be combined.", hint="Run them one after the other.",
+                             code="NP-RPT-400")
+        if layers:
+            from np_optimizer.api.layers import layers_report
+            from np_optimizer.cli.layer_views import show_layers
+
+            show_layers(layers_report(checkpoint=target, experiment=experiment, top=top),
+                        "json" if json_mode else "plain" if plain else "table")
+            return 0
+        file = Path(target) if target is not None else None
         from np_optimizer.api.report import report as build
         from np_optimizer.cli.render import out
         from np_optimizer.cli.report_views import get_report_view, print_budget_outcome
-        from np_optimizer.errors import UsageError
 
         if file is not None and not html:
-            raise UsageError(f"np report takes a file only with --html (got {file}).",
-                             hint="Write np report --html FILE.", code="NP-RPT-400")
+            raise UsageError(f"np report takes an argument only with --html (a file) or --layers (a checkpoint); "
+                             f"got {file}.", hint="Write np report --html FILE, or np report --layers CHECKPOINT.",
+                             code="NP-RPT-400")
         if html and (json_mode or plain):
             raise UsageError("--html cannot be combined with --json or --plain.", hint="Give one format.",
                              code="NP-RPT-400")

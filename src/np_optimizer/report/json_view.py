@@ -15,7 +15,8 @@ def _metrics(row: PipelineRow) -> list[dict[str, Any]]:
     for metric in row.metrics.values():
         item = {"metric_type": metric["metric_type"], "value": metric.get("value"), "unit": metric.get("unit"),
                 "comparison_model": metric.get("comparison_model"), "component_name": metric.get("component_name")}
-        for extra in ("stat", "source", "method", "result_kind", "identical", "samples", "dataset", "trigger"):
+        for extra in ("stat", "source", "method", "result_kind", "identical", "samples", "dataset", "trigger",
+                      "coverage"):
             if metric.get(extra) is not None:
                 item[extra] = metric[extra]
         out.append(item)
@@ -52,7 +53,8 @@ def _post_hoc(result: dict[str, Any]) -> dict[str, Any]:
         "result_kind": result.get("result_kind"), "method": result.get("method"), "partial": result.get("partial"),
         "metrics": [{"metric_type": m["metric_type"], "params": None, "value": m.get("value"), "unit": m.get("unit"),
                      "comparison_model_ref_id": None, "comparison_model": None, "component_name": None,
-                     "stat": m.get("stat"), "source": m.get("source")} for m in result.get("metrics", [])],
+                     "stat": m.get("stat"), "source": m.get("source"), **({"coverage": m["coverage"]} if m.get(
+                         "coverage") else {})} for m in result.get("metrics", [])],
         "provenance": result.get("provenance"), "warnings": result.get("warnings", []),
         "notices": result.get("notices", []), "error": result.get("error"),
     }

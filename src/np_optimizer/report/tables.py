@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.devices import DEVICES
+from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.profiler.render import humanize_count, mib
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
 from np_optimizer.report.sortfilter import SortKey
@@ -90,6 +91,16 @@ _COLUMNS: list[_Column] = [
 ]
 
 
+def _coverage_cell(row: PipelineRow) -> str:
+    coverage = ((row.profile or {}).get("extras") or {}).get("coverage")
+    if not coverage:
+        return NO_VALUE
+    if coverage.get("npu_op_share_pct") is None:
+        return "unknown" + (f" {PARTIAL_MARK}" if coverage.get("partial") else "")
+    macs = coverage.get("npu_mac_share_pct")
+    return f"{coverage['npu_op_share_pct']:.1f}% / " + ("-" if macs is None else f"{macs:.1f}%")
+
+
 def _plain_value(metric: dict[str, Any] | None, metric_type: str) -> Any:
     if metric is None or metric.get("value") is None:
         return ""
@@ -137,6 +148,10 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         if xnnpack:
             columns.append("Delegated (XNNPACK)")
             plain_columns += ["delegated_ops", "total_ops"]
+    covered = any(((r.profile or {}).get("extras") or {}).get("coverage") for r in report.rows)
+    if covered:
+        columns.append("On NPU (ops / MACs)")
+        plain_columns += ["npu_op_share_pct", "npu_mac_share_pct", "partial_totals"]
     if show_method:
         columns.append("Method")
         plain_columns.append("method")
@@ -154,7 +169,8 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
             metric = row.metrics.get(metric_type)
             if metric is not None and (metric.get("value") is not None or metric.get("identical")):
                 partial = metric_type == "LATENCY" and bool((row.profile or {}).get("partial"))
-                line.append(fmt(metric) + (" (partial)" if partial else ""))  # fewer runs than asked: timeout
+                line.append(fmt(metric) + (" (partial)" if partial else "")  # fewer runs than asked: timeout
+                            + (f" {PARTIAL_MARK}" if metric.get("coverage") else ""))  # NPU part of the model only
             elif metric_type == "SNR" and is_input:
                 line.append("(ref)")  # the reference every SNR is measured against
             else:
@@ -177,6 +193,12 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
                 delegated, total = row.value("DELEGATED_OPS"), row.value("TOTAL_OPS")
                 line.append(f"{delegated}/{total}" if total else NO_VALUE)
                 plain_line += [delegated if total else "", total or ""]
+        if covered:
+            line.append(_coverage_cell(row))
+            coverage = ((row.profile or {}).get("extras") or {}).get("coverage") or {}
+            marked = sorted({m["metric_type"] for m in row.metrics.values() if m.get("coverage")})
+            plain_line += [coverage.get("npu_op_share_pct") or "", coverage.get("npu_mac_share_pct") or "",
+                           ",".join(marked)]  # the columns whose value covers the NPU part only
         if show_method:
             profile = row.profile or {}
             line.append(f"{profile.get('method')} ({profile.get('result_kind')})" if profile else "-")
@@ -199,6 +221,9 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         reasons = sorted({(r.lowering or {}).get("reason") or "" for r in rows
                           if (r.lowering or {}).get("status") == "unsupported"})
         footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
+    if any(m.get("coverage") for r in rows for m in r.metrics.values()):
+        footnotes.append(f"{PARTIAL_MARK} partial total: it covers the ops on the NPU only, the rest of the model "
+                         "runs on the CPU and was not estimated (see the warning, and np report --layers)")
     if output is not None:
         footnotes.append(f"(output) {output} is OUTPUT_MODEL, the checkpoint of run.yaml's last step")
     if any(r.metrics.get("SNR") for r in rows):
@@ -269,6 +294,8 @@ HEADLINE_ORDER = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS")
 def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:
     if metric is None or metric.get("value") is None:
         return "-"
+    if metric.get("coverage"):  # a total of the NPU part only never stands unmarked
+        return f"{_cell({k: v for k, v in metric.items() if k != 'coverage'}, metric_type)} {PARTIAL_MARK}"
     if metric_type in ("MACS", "PARAMS"):
         return humanize_count(metric["value"])
     if metric_type == "MODEL_WEIGHT_MEMORY":
@@ -292,6 +319,9 @@ def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
              humanize_count(macs) if macs is not None else "-", humanize_count(params) if params is not None else "-",
              "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}"),
              "-" if top1 is None else f"{top1:.4f}"]
+    for index, metric_type in enumerate(("LATENCY", "MEMORY", "MACS")):  # totals of the NPU part only are marked
+        if (row.metrics.get(metric_type) or {}).get("coverage") and cells[index] != "-":
+            cells[index] += f" {PARTIAL_MARK}"
     profile = row.profile if row.profile and row.profile.get("status") == "SUCCESS" else None
     method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
     plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr, top1)] + \

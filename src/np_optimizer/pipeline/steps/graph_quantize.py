@@ -38,6 +38,7 @@ def _integer_nodes(program: ExportedProgram) -> frozenset[str]:
 
 @register_step(GraphQuantizeConfig)
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
+    from np_optimizer.layers.weights import float_weights, float_weights_warning
     from np_optimizer.quantize.aq.program import aq_layers
     from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
 
@@ -78,7 +79,13 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     changes["layers"] = layers
     changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
     changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
-    return StepOutcome(program=program, changes=changes, warnings=list(calibration.warnings))
+    warnings = list(calibration.warnings)
+    kept = aq_modules | frozenset((changes.get("amp") or {}).get("float_layers") or [])
+    changes["float_weights"] = float_weights(program, kept)  # weights the quantizer left float, per layer
+    mostly_float = float_weights_warning(changes["float_weights"], config.scheme, device.backend)
+    if mostly_float:
+        warnings.append(mostly_float)
+    return StepOutcome(program=program, changes=changes, warnings=warnings)
 
 
 def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram,

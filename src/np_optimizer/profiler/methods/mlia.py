@@ -9,6 +9,7 @@ graph and says that latency and memory are not given.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from np_optimizer.errors import EstimateError, UnsupportedError
@@ -148,6 +149,7 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
     if op_share is not None:
         metrics.append(MetricValue(str(M.NPU_OP_SHARE), round(op_share, 2), "%",
                                    source="ops inside the Ethos-U delegate / all ops of the compiled program"))
+    metrics, coverage, layers_file = _with_layers(request, estimates, metrics, total_cycles, warnings)
     request.work_dir.mkdir(parents=True, exist_ok=True)
     breakdown = request.work_dir / "mlia_per_layer.json"
     write_text(breakdown, json.dumps([{"partition": i, **e["per_layer"]} for i, e in enumerate(estimates)], indent=1))
@@ -160,15 +162,43 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
             "peak_activation_memory_bytes": max(float(e["memory"]["peak_activation_memory_bytes"] or 0)
                                                 for e in estimates),
             "vela_layers": {"npu": npu_layers, "cpu": cpu_layers}, "partitions": len(estimates),
-            "weights_area": first["memory"]["weights_area"], "feature_map_area": first["memory"]["feature_map_area"]},
+            "weights_area": first["memory"]["weights_area"], "feature_map_area": first["memory"]["feature_map_area"],
+            "coverage": coverage},
         provenance={"tool": "mlia", "tool_version": first["mlia_version"], "vela_version": first["vela_version"],
                     "target_profile": first["target_profile"], "core_clock_hz": clock,
                     "system_config": first["system_config"], "memory_mode": first["memory_mode"],
                     "estimated_input": estimated_input, "macs_convention": "nn_macs as counted by Vela",
                     "params_convention": convention, "mlia_warnings": first["mlia_warnings"]},
         warnings=list(dict.fromkeys(warnings)), notices=notices,
-        artifacts={"per_layer": breakdown.name, "mlia_output": raw.name},
+        artifacts={"per_layer": breakdown.name, "mlia_output": raw.name, "layers": layers_file},
     )
+
+
+def _with_layers(request: ProfileRequest, estimates: list[dict[str, Any]], metrics: list[MetricValue],
+                 total_cycles: float, warnings: list[str]) -> tuple[list[MetricValue], dict[str, Any] | None, str]:
+    """Write the round's layers.json; when the totals cover the NPU part only, mark them and warn naming the layers
+    left out (a partial total never stands unmarked)."""
+    from np_optimizer.layers.coverage import PARTIAL_METRICS, coverage_text, left_out_warning, macs_disagreement
+    from np_optimizer.layers.ethos_u import ethos_u_layers, write_layers
+
+    document = ethos_u_layers(estimates, request.compiled_dir, total_cycles=total_cycles,
+                              estimated_compiled=request.compiled.status == "ok")
+    document.update(checkpoint=request.checkpoint, device=request.device.name, method="mlia")
+    coverage = document["coverage"]
+    if coverage and coverage.get("partial"):
+        text = coverage_text(coverage)
+        metrics = [replace(m, coverage=text) if m.metric_type in PARTIAL_METRICS else m for m in metrics]
+        if coverage.get("left_out"):  # replaces the op-histogram warning: this one names the layers
+            warnings[:] = [w for w in warnings if "run on the CPU outside the NPU" not in w]
+            warnings.append(left_out_warning(coverage))
+    warnings += document["warnings"]
+    graph = document.pop("_graph", None)
+    tool_macs = next((m.value for m in metrics if m.metric_type == "MACS"), 0.0)
+    if graph and tool_macs:  # one convention per column: Vela's count here, np's beside it, a warning if far apart
+        document["macs"], differ = macs_disagreement(tool_macs, graph, document["rows"])
+        if differ:
+            warnings.append(differ)
+    return metrics, coverage, write_layers(request.work_dir, document)
 
 
 @register_method("mlia", cacheable=True)

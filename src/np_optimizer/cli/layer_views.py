@@ -1,0 +1,127 @@
+"""Views of the per-layer records: `np report --layers` (LayersRecord) and `np compare` (CompareRecord), each as a
+table, --json or --plain. Text from files (module paths, class names) is printed as text, never as markup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from np_optimizer.api.layers import CompareRecord, LayersRecord
+from np_optimizer.cli.render import line, out, print_json, print_plain, print_table, warn
+from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
+from np_optimizer.profiler.render import humanize_count
+
+__all__ = ["show_layers", "show_compare"]
+
+_LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "share_pct", "overhead_cost",
+                "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "raw_ids"]
+
+
+def _num(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit == "cycles" or isinstance(value, int):
+        return f"{int(value):,}"
+    return f"{value:.3g}" if abs(value) < 1 else f"{value:,.2f}"
+
+
+def _placement(entry: dict[str, Any]) -> str:
+    where = entry.get("placement") or "-"
+    return where + (" (not estimated)" if entry.get("cost") is None and "CPU" in where else "")
+
+
+def show_layers(record: LayersRecord, mode: str) -> None:
+    unit = record.cost.get("unit", "")
+    if mode == "json":
+        print_json(record.to_dict())
+        return
+    if mode == "plain":
+        rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
+                 unit, e.get("share_pct"), e.get("overhead_cost"), e.get("macs"), e.get("util_mac_pct"),
+                 e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
+                 " ".join(e.get("raw_ids") or [])] for e in record.layers]
+        print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
+        return
+    cells = [[e.get("key"), e.get("class") or "-", _placement(e), _num(e.get("cost"), unit),
+              "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", _num(e.get("overhead_cost"), unit),
+              "-" if e.get("macs") is None else humanize_count(e["macs"]),
+              "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%",
+              ", ".join((e.get("raw_ids") or [])[:2]) + (" ..." if len(e.get("raw_ids") or []) > 2 else "")]
+             for e in record.layers]
+    title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
+            f"({record.device}, {record.method}, {record.result_kind})"
+    caption = f"Total {_num(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
+    coverage = record.coverage or {}
+    if coverage.get("partial"):
+        caption += f". {PARTIAL_MARK} {coverage_text(coverage)}"
+    print_table(title, ["Layer (module path)", "Class", "Placement", unit.capitalize(), "Share", "Overhead",
+                        "MACs", "MAC util", "Tool id"], cells, caption=caption)
+    line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
+                "rescale, pad, reshape) attributed to it", "dim"))
+    for text in record.warnings:
+        warn(text)
+    if coverage.get("partial") and coverage.get("left_out"):
+        warn("Not estimated (run on the CPU): " + ", ".join(e["key"] for e in coverage["left_out"]))
+
+
+def _cell(cell: dict[str, Any] | None, first: bool) -> str:
+    if cell is None:
+        return "-"
+    if cell.get("identical"):
+        text = "identical"
+    else:
+        value, unit = cell["value"], cell.get("unit")
+        text = humanize_count(value) if unit in ("MACs", "B") else _num(float(value))
+    if cell.get("coverage"):
+        text += f" {PARTIAL_MARK}"
+    if not first and cell.get("delta") is not None:
+        pct = cell.get("delta_pct")
+        if cell.get("unit") == "%":  # a share changes by points, not by a percentage of itself
+            text += f" ({cell['delta']:+.1f} pt)"
+        else:
+            text += f" ({pct:+.1f}%)" if pct is not None else f" ({cell['delta']:+.3g})"
+        if not cell.get("significant"):
+            text += " n.s."
+    return text
+
+
+def show_compare(record: CompareRecord, mode: str) -> None:
+    if mode == "json":
+        print_json(record.to_dict())
+        return
+    labels = [c["label"] for c in record.columns]
+    if mode == "plain":
+        rows = []
+        for total in record.totals:
+            for column, cell in zip(labels, total["cells"]):
+                if cell is not None:
+                    rows.append([total["metric"], column, cell.get("value"), total["unit"], cell.get("delta", ""),
+                                 "" if "significant" not in cell else cell["significant"], cell.get("coverage") or ""])
+        print_plain(["metric", "checkpoint", "value", "unit", "delta", "significant", "coverage"], rows,
+                    section="totals")
+        for diff in record.diffs:
+            print_plain(["key", "before", "after", "delta", "field"],
+                        [[c["key"], c["before"], c["after"], c["delta"], c["field"]] for c in diff["cost_changes"]],
+                        section=f"layer_cost:{diff['other']}")
+            print_plain(["key", "before", "after"], [[p["key"], p["before"], p["after"]]
+                                                     for p in diff["placement_changes"]],
+                        section=f"layer_placement:{diff['other']}")
+        return
+    print_table("Totals (deltas against " + labels[0] + ")", ["Metric", *labels],
+                [[f"{t['label']} ({t['unit']})", *(_cell(c, i == 0) for i, c in enumerate(t["cells"]))]
+                 for t in record.totals],
+                caption=f"n.s.: smaller than the measured spread; {PARTIAL_MARK}: covers the NPU part of the model only")
+    for diff in record.diffs:
+        out.print()
+        field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
+        changes = [[c["key"], c.get("class") or "-", _num(c["before"]), _num(c["after"]), _num(c["delta"])]
+                   for c in diff["cost_changes"]]
+        if changes:
+            print_table(f"Layers whose {field} changed most: {diff['base']} -> {diff['other']}",
+                        ["Layer", "Class", "Before", "After", "Change"], changes)
+        moves = [[p["key"], p["before"], p["after"]] for p in diff["placement_changes"]]
+        if moves:
+            print_table(f"Layers that moved: {diff['base']} -> {diff['other']}", ["Layer", "Before", "After"], moves)
+        if not changes and not moves:
+            line(f"{diff['base']} -> {diff['other']}: no per-layer costs to compare and no layer moved.")
+    for text in record.warnings:
+        warn(text)

@@ -1,0 +1,57 @@
+"""Which weights a quantize step left in float, by layer, and whether most of the model's weights stayed float (an
+LSTM under XNNPACK's W8-A8, say: the quantizer annotates no LSTM, so the checkpoint shrinks by 1% and nothing in its
+SNR says why). Needs torch (runs inside the graph_quantize step)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.layers.keys import module_of
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+__all__ = ["float_weights", "float_weights_warning", "MOSTLY_FLOAT"]
+
+MOSTLY_FLOAT = 0.5  # share of weight elements left float above which the step warns
+
+
+def float_weights(program: ExportedProgram, kept_float: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Weight elements read as float parameters (not through a dequantize) per layer, and their share of all
+    weight elements. `kept_float`: modules np was asked to keep float (GREEDY, advanced_quantize), so the reason
+    says so; every other float weight is one the backend's quantizer did not annotate."""
+    from np_optimizer.graph.stats import _is_dequant, _used_constants
+
+    total = 0
+    layers: dict[str, dict[str, Any]] = {}
+    for node, kind, tensor in _used_constants(program):
+        through_dequant = any(_is_dequant(u.target) and u.args[0] is node for u in node.users)
+        if (kind != "PARAMETER" and not through_dequant) or tensor.dim() < 2:
+            continue  # buffers, BN statistics, scales, biases and norm scales (1-D, never quantized): not weights
+        count = int(tensor.numel())
+        total += count
+        if through_dequant or not tensor.is_floating_point():
+            continue
+        owner = next((module_of(u.meta.get("nn_module_stack")) for u in node.users
+                      if module_of(u.meta.get("nn_module_stack"))), None) or ("", "model")
+        ops = sorted({str(getattr(u.target, "__name__", u.target)).split(".")[0] for u in node.users})
+        entry = layers.setdefault(owner[0], {"module": owner[0], "class": owner[1], "elements": 0, "ops": ops})
+        entry["elements"] += count
+    floating = sum(e["elements"] for e in layers.values())
+    for entry in layers.values():
+        entry["reason"] = ("kept float as configured" if entry["module"] in kept_float
+                           else "the backend's quantizer did not annotate this op")
+    ranked = sorted(layers.values(), key=lambda e: -e["elements"])
+    return {"weight_elements": total, "float_elements": floating,
+            "float_share_pct": round(100.0 * floating / total, 2) if total else 0.0, "float_layers": ranked}
+
+
+def float_weights_warning(summary: dict[str, Any], scheme: str, backend: str, limit: int = 6) -> str | None:
+    if not summary["weight_elements"] or summary["float_elements"] / summary["weight_elements"] <= MOSTLY_FLOAT:
+        return None
+    names = ", ".join(f"{e['module'] or '(model)'} ({e['class']}, {e['elements']:,} weights: {e['reason']})"
+                      for e in summary["float_layers"][:limit])
+    more = len(summary["float_layers"]) - limit
+    return (f"{summary['float_share_pct']:.1f}% of the weights stayed float after {scheme} on {backend}: "
+            f"{names}{f' and {more} more' if more > 0 else ''}. The size and speed gains of quantization do not "
+            "apply to them.")
