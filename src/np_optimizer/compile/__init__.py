@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note"]
 
 _log = logging.getLogger("np.Compiler")
+# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug.json, ...): raised when that
+# changes, so cached compilations without the new files are not reused.
+COMPILE_LAYOUT = 2
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:
@@ -51,7 +54,7 @@ def compile_key(program_sha256: str, device: Device) -> str:
     device (not the device's name: raspberry_pi_5 and host compile the same XNNPACK program), the tool versions."""
     backend = get_backend(device.backend)
     spec = {"program": program_sha256, "backend": device.backend, "options": backend.compile_options(device.mlia_target),
-            "versions": _versions(device)}
+            "versions": _versions(device), "layout": COMPILE_LAYOUT}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
