@@ -703,3 +703,19 @@ def test_executorch_edge_passes_are_noops_on_aten(pass_runs: dict[str, PassRun])
             before = op_histogram(ep)
             make(ep)(ep.graph_module)
             assert op_histogram(ep) == before, name
+
+
+def test_passes_keep_a_placeholder_named_like_a_builtin() -> None:
+    """nn.Sequential's argument is `input`, which deepcopy renames `input_1` in the graph while the signature keeps
+    `input`: a pass, and graph_quantize (which ends with remove_dead_code), used to fail with KeyError: 'input_1'."""
+    from np_optimizer.quantize.pt2e import quantize_program
+
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 10)).eval()
+    x = torch.randn(1, 1, 8, 8)
+    program = torch.export.export(model, (x,))
+    fused = fuse_conv_bn(program)
+    assert fused.changed and max_abs_error(program.module()(x), fused.ep.module()(x)) <= 1e-5 * float(
+        program.module()(x).abs().max())
+    quantized = quantize_program(fused.ep, backend="xnnpack", scheme="W8-A8", target=None, calibration=[(x,)])
+    assert [n for n in quantized.graph.nodes if n.op == "placeholder"][-1].name.startswith("input")
+    assert quantized.module()(x).shape == (1, 10)

@@ -231,11 +231,26 @@ class ProgramEdit:
         self.src = copy.deepcopy(ep)
         self.gm = self.src.graph_module
         self.graph: Graph = self.gm.graph
-        self.specs: dict[str, Any] = {s.arg.name: s for s in self.src.graph_signature.input_specs}
+        self.specs: dict[str, Any] = self._specs_by_placeholder()
         self.output_specs = list(self.src.graph_signature.output_specs)
         self.state_dict: dict[str, Any] = dict(self.src.state_dict)
         self.constants: dict[str, Any] = dict(self.src.constants)
         self.mutated_buffers = set(self.src.graph_signature.buffers_to_mutate.values())
+
+    def _specs_by_placeholder(self) -> dict[str, Any]:
+        """Input specs keyed by their placeholder's name in the copy. deepcopy renames a placeholder whose name is a
+        Python builtin (nn.Sequential's `input` becomes `input_1`) while the signature keeps the old name, so specs
+        are matched to placeholders by position (the signature's order is the placeholders' order) and renamed."""
+        from torch.export.graph_signature import TensorArgument
+
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        specs: dict[str, Any] = {}
+        for node, spec in zip(placeholders, self.src.graph_signature.input_specs):
+            if isinstance(spec.arg, TensorArgument) and spec.arg.name != node.name:
+                spec = copy.copy(spec)
+                spec.arg = TensorArgument(name=node.name)
+            specs[node.name] = spec
+        return specs
 
     # ---- constants ---------------------------------------------------------------------------------------------
     def kind(self, node: Node) -> str | None:
