@@ -126,3 +126,28 @@ def test_html_escapes_text_and_marks_the_pareto_front() -> None:
     html = render_html(ReportRecord("experiment", {}, experiment=built, rows=tuple(built.rows), folder="/nowhere"))
     assert "<script" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "[bold]markup[/bold]" in html
+
+
+def test_accuracy_floors(tmp_path: Path) -> None:
+    from np_optimizer.config.budgets import Budget
+    from np_optimizer.report.budgets import check_budgets
+    from np_optimizer.report.model import build_experiment_report
+
+    (tmp_path / "run.yaml").write_text(RUN + "budgets:\n  top1_min: 95\n")
+    config, issues = check_experiment_config(tmp_path / "run.yaml", get_device("raspberry_pi_5"))
+    assert config is None and "Write 0.95 for 95%" in issues[0].hint
+    assert [(b.key, b.limit) for b in parse_budget_overrides(["top1_min=0.9"])] == [("top1_min", 0.9)]
+    report = _report([], None)
+    budgets = [Budget("top1_min", 0.95, "run.yaml"), Budget("top5_min", 0.99, "run.yaml")]
+    (top1, top5) = check_budgets(build_experiment_report(report), budgets).outcomes
+    assert top1.status == "not checked" and "labelled dataset" in top1.reason  # never a pass without a dataset
+    report["evaluation"] = {"results": [{
+        "checkpoint": "GRAPH_QUANTIZE", "checkpoint_sha256": "abc", "status": "SUCCESS", "samples": 360,
+        "dataset": {"name": "digits_val"}, "metrics": [
+            {"metric_type": "TOP1_ACCURACY", "value": 0.94, "unit": "fraction", "source": "the .pte on this machine"},
+            {"metric_type": "TOP5_ACCURACY", "value": 1.0, "unit": "fraction", "source": "the .pte on this machine"}]}]}
+    verdict = check_budgets(build_experiment_report(report), budgets)
+    top1, top5 = verdict.outcomes
+    assert (top1.status, top1.value, top1.kind) == ("fail", 0.94, "evaluated") and "360 samples of digits_val" in \
+        top1.source
+    assert (top5.status, top5.value) == ("pass", 1.0) and verdict.status == "fail"

@@ -48,6 +48,9 @@ BUDGET_METRICS: dict[str, BudgetMetric] = {m.key: m for m in (
     BudgetMetric("weight_memory_mb", "MODEL_WEIGHT_MEMORY", "MB", ("mb", "mib"), _MIB, label="Weight memory"),
     BudgetMetric("pte_size_mb", "PTE_SIZE", "MB", ("mb", "mib"), _MIB, label=".pte size"),
     BudgetMetric("snr_db_min", "SNR", "dB", ("db",), 1.0, minimum=True, label="SNR (vs input)"),
+    # accuracy floors: fractions correct on the project's labelled dataset (np's evaluate: section or np evaluate)
+    BudgetMetric("top1_min", "TOP1_ACCURACY", "fraction", (), 1.0, minimum=True, label="Top1 accuracy"),
+    BudgetMetric("top5_min", "TOP5_ACCURACY", "fraction", (), 1.0, minimum=True, label="Top5 accuracy"),
 )}
 
 
@@ -71,7 +74,7 @@ _KEYS_HINT = "Budgets: " + ", ".join(f"{m.key} ({m.unit}, {'at least' if m.minim
 def _value(key: str, raw: Any) -> tuple[float | None, str | None, str]:
     """(value, None, "") or (None, problem, hint) for one budget value."""
     metric = BUDGET_METRICS[key]
-    example = f"Example: `{key}: 20` (in {metric.unit})."
+    example = f"Example: `{key}: {0.95 if metric.unit == 'fraction' else 20}` (in {metric.unit})."
     if isinstance(raw, bool) or raw is None or isinstance(raw, (list, dict)):
         return None, f"Budget {key} must be a number in {metric.unit}, got {raw!r}.", example
     if isinstance(raw, (int, float)):
@@ -89,6 +92,9 @@ def _value(key: str, raw: Any) -> tuple[float | None, str | None, str]:
         return None, f"Budget {key} must be a finite number, got {raw!r}.", example
     if value < 0:
         return None, f"Budget {key} cannot be negative, got {raw!r}.", example
+    if metric.unit == "fraction" and value > 1:
+        return None, f"Budget {key} is a fraction of samples correct (0 to 1), got {raw!r}.", \
+            f"Write {value / 100:g} for {value:g}%." if value <= 100 else example
     return value, None, ""
 
 

@@ -30,7 +30,7 @@ class Pick:
     from; `value` None with `reason` when there is none."""
 
     value: float | None
-    kind: str = ""  # measured | estimated | static (pte size) | fidelity (SNR)
+    kind: str = ""  # measured | estimated | static (pte size) | fidelity (SNR) | evaluated (accuracy)
     source: str = ""
     measurement_id: str | None = None
     reason: str = ""
@@ -180,6 +180,13 @@ def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> 
             return Pick(float(metric["value"]), "fidelity",
                         f"min over outputs vs INPUT_MODEL, on {metric.get('source') or 'the evaluation inputs'}")
         return Pick(None, reason=f"{row.model} has no SNR (its fidelity check did not run or failed)")
+    if metric_type in ("TOP1_ACCURACY", "TOP5_ACCURACY"):
+        if metric is not None and metric.get("value") is not None:
+            return Pick(float(metric["value"]), "evaluated",
+                        f"{metric.get('source') or 'the evaluator'}; {metric.get('samples')} samples of "
+                        f"{metric.get('dataset') or 'the dataset'}")
+        return Pick(None, reason=f"{row.model} has no {metric_type.split('_')[0].title()} accuracy: attach a labelled "
+                    "dataset (np datasets add) and list the checkpoint under evaluate: (or run np evaluate)")
     if metric_type == "PTE_SIZE":
         lowering = row.lowering or {}
         if metric is not None and metric.get("value") and lowering.get("status") != "unsupported":
