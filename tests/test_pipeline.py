@@ -114,7 +114,7 @@ def test_retry_reuses_unchanged_steps(own_run: Path, run_np) -> None:
 
 
 def test_killed_run_leaves_readable_records_and_retry_completes(workspace: Path) -> None:
-    exp = make_project(workspace, "killed", model="small_cnn")
+    exp = make_project(workspace, "killed", model="mlp")  # the smallest model: the kill and the retry are the test
     proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     job = exp / "02_graph_quantize" / "job.json"
