@@ -51,3 +51,7 @@ def test_best_model_rule() -> None:
     f, g = _row("f", SNR=20.0), _row("g", SNR=30.0)
     assert best_row([f, g]) is g
     assert best_row([c, _row("h")]).model == "h"  # nothing to rank: the last finished one
+    float_on_npu, int8 = _row("go", LATENCY=0.25, SNR=139.0), _row("gq", LATENCY=0.25, SNR=41.0)
+    float_on_npu.lowering = {"status": "unsupported", "reason": "the checkpoint is float"}
+    int8.lowering = {"status": "ok"}
+    assert best_row([float_on_npu, int8]) is int8  # what the device cannot run is never the best model

@@ -111,8 +111,10 @@ def evaluation_tables(groups: list[EvaluationGroup]) -> list[Table]:
 def best_row(rows: list[PipelineRow]) -> PipelineRow | None:
     """The reference interface's best model among the step checkpoints (INPUT_MODEL is the reference, no candidate):
     of the finished ones with a latency, accuracy or SNR, the lowest latency, then the highest Top1, then the highest
-    SNR (missing values last, ties keep order); else the last finished one."""
-    finished = [r for r in rows if r.status in ("success", "reused") and r.checkpoint != "INPUT_MODEL"]
+    SNR (missing values last, ties keep order); else the last finished one. A checkpoint the device cannot run (its
+    lowering unsupported or failed: a float checkpoint on an Ethos-U NPU) is no candidate, whatever its estimate."""
+    finished = [r for r in rows if r.status in ("success", "reused") and r.checkpoint != "INPUT_MODEL"
+                and (r.lowering or {}).get("status", "ok") == "ok"]
     scored = [r for r in finished if any(r.value(m) is not None for m in ("LATENCY", "TOP1_ACCURACY", "SNR"))]
     if not scored:
         return finished[-1] if finished else None
