@@ -76,10 +76,9 @@ class CompileCache:
         folder = self.folder(key)
         if not folder.exists() and not folder.is_symlink():
             return None, None
-        problem = _entry_problem(folder, key)
+        entry, problem = _read_entry(folder, key)
         if problem:
             return None, self.discard(key, problem)
-        entry = read_json(folder / ENTRY_FILE)
         try:
             os.utime(folder / ENTRY_FILE)  # last use, for `np cache prune --older-than`
         except OSError:
@@ -97,7 +96,7 @@ class CompileCache:
             write_json(staging / ENTRY_FILE, {"schema": ENTRY_SCHEMA, "key": key, "record": record, "files": files,
                                               "created_at": time.time()})
             final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists() and _entry_problem(final, key):
+            if final.exists() and _read_entry(final, key)[1]:
                 shutil.rmtree(final, ignore_errors=True)  # a damaged entry in the way
             try:
                 os.rename(staging, final)
@@ -141,25 +140,25 @@ class CompileCache:
         return sorted(found, key=lambda e: e.last_used_at, reverse=True)
 
 
-def _entry_problem(folder: Path, key: str) -> str | None:
-    """Why the folder is not a whole, intact entry of `key`, or None."""
+def _read_entry(folder: Path, key: str) -> tuple[dict[str, Any], str | None]:
+    """The folder's manifest, and why the folder is not a whole, intact entry of `key` (None when it is)."""
     if folder.is_symlink() or not folder.is_dir():
-        return "not a folder"
+        return {}, "not a folder"
     try:
         entry = read_json(folder / ENTRY_FILE)
     except CorruptFileError as exc:
-        return exc.reason
+        return {}, exc.reason
     except OSError as exc:
-        return f"{ENTRY_FILE} cannot be read: {exc.strerror or exc}"
+        return {}, f"{ENTRY_FILE} cannot be read: {exc.strerror or exc}"
     if entry.get("schema") != ENTRY_SCHEMA or entry.get("key") != key:
-        return "its manifest is of another schema or key"
+        return entry, "its manifest is of another schema or key"
     files, record = entry.get("files"), entry.get("record")
     if not isinstance(files, dict) or not isinstance(record, dict) or not files:
-        return "its manifest lacks the file list or the compile record"
+        return entry, "its manifest lacks the file list or the compile record"
     for name, digest in files.items():
         path = folder / str(name)
         if ".." in Path(str(name)).parts or not path.is_file():
-            return f"{name} is missing"
+            return entry, f"{name} is missing"
         if sha256_file(path) != digest:
-            return f"{name} does not match its recorded sha256"
-    return None
+            return entry, f"{name} does not match its recorded sha256"
+    return entry, None

@@ -88,8 +88,8 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
         log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
                  f"compiled earlier from the same .pt2, compile key {compiled.compile_key[:12]}): saved {saved:.1f} s "
                  "of lowering")
-    elif reuse_note(compiled):
-        log.info(f"  using the compiled checkpoint from the {reuse_note(compiled)}")
+    elif (note := reuse_note(compiled)) is not None:
+        log.info(f"  using the compiled checkpoint from the {note}")
     compile_summary = {k: v for k, v in compiled.to_dict().items() if k in (
         "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops", "planned_arena_bytes",
         "pte_file", "tosa_file", "cache")}
