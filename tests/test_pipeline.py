@@ -249,6 +249,15 @@ def test_greedy_keeps_the_costliest_layer_float(run_np, workspace: Path, tmp_pat
     layers = json.loads((exp / "01_graph_quantize" / "job.json").read_text())["changes"]["layers"]
     assert {row["module"]: row["weight"] for row in layers}["fc1"] == "float"
 
+    # INPUT_MODEL is not listed under profile: np run does not lower it; np profile does, when asked
+    input_job = json.loads((exp / "00_input_model" / "job.json").read_text())
+    assert input_job["compile"] == {} and not list((exp / "00_input_model" / "artifacts").glob("compiled_*"))
+    assert "INPUT_MODEL is not lowered for host now" in (exp / "logs" / "execution.log").read_text()
+    assert "Lowered for host during the run: GRAPH_QUANTIZE" in run_np("run", "--dry-run", cwd=exp).stdout
+    posthoc = run_np("profile", "INPUT_MODEL", "--method", "mlia", "--json", cwd=exp)
+    assert posthoc.exit_code == 0, posthoc.stdout + posthoc.stderr
+    assert (exp / "00_input_model" / "artifacts" / "compiled_host" / "compile.json").is_file()
+
 
 @pytest.mark.parametrize(("backend", "scheme", "device"), [
     ("xnnpack", "W8-A8", "host"), ("xnnpack", "W8-A8_dynamic", "host"), ("xnnpack", "W4-A8_dynamic", "host"),

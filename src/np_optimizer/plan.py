@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from np_optimizer.config import ExperimentConfig, StepConfig
-from np_optimizer.config.checkpoints import INPUT_MODEL, step_of_checkpoint
+from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step, resolve_checkpoint, step_of_checkpoint
 from np_optimizer.config.detail_config import PROFILE_DEFAULTS
 from np_optimizer.devices import Device, default_method, method_support
 from np_optimizer.metrics import MetricType
@@ -63,6 +63,7 @@ class Plan:
     evaluate: tuple[str, ...]
     total_jobs: int
     evaluate_on: str = ""  # what the Evaluation phase runs and on which inputs (empty: no evaluate section)
+    lowered: tuple[str, ...] = ()  # checkpoints np run lowers for the device; the others only when profiled later
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +87,20 @@ def evaluation_plan(config: ExperimentConfig, device: Device, dataset: dict[str,
     else:
         data = f"{config.detail.globals['evaluation']['num_samples']} evaluation inputs (no labels)"
     return f"{runs}; {data}"
+
+
+def lowered_in_run(config: ExperimentConfig, device: Device) -> tuple[str, ...]:
+    """The checkpoints np run lowers for the device, in pipeline order: those listed under `profile:`, the final one
+    (OUTPUT_MODEL: what `np export` hands over), and those listed under `evaluate:` when the device's programs run
+    here (evaluated on the .pte). Lowering is most of a run's time; a checkpoint left out of `profile:` is skipped,
+    as the spec says, and `np profile` lowers it on demand (through the compile cache)."""
+    kinds = config.run.step_kinds
+    wanted = {concrete for _listed, concrete in config.run.resolved_profile()} if config.run.profile else set()
+    wanted.add(resolve_checkpoint("OUTPUT_MODEL", kinds) or INPUT_MODEL)
+    if device.backend_spec.runs_on_host:
+        wanted.update(c for e in config.run.evaluate if (c := resolve_checkpoint(e.checkpoint, kinds)) is not None)
+    order = (INPUT_MODEL, *(checkpoint_of_step(k) for k in kinds))
+    return tuple(c for c in order if c in wanted)
 
 
 def build_plan(config: ExperimentConfig, device: Device, *, method: str | None = None,
@@ -112,7 +127,8 @@ def build_plan(config: ExperimentConfig, device: Device, *, method: str | None =
         profile = tuple(entries)
     evaluate = tuple(f"{e.checkpoint} ({','.join(e.metrics)})" for e in config.run.evaluate)
     return Plan(device.name, device.runtime, device.backend, steps, profile, evaluate, total_jobs=len(steps) + 1,
-                evaluate_on=evaluation_plan(config, device, evaluation_dataset))
+                evaluate_on=evaluation_plan(config, device, evaluation_dataset),
+                lowered=lowered_in_run(config, device))
 
 
 def plan_notes(plan: Plan) -> tuple[str, ...]:

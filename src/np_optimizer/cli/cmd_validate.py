@@ -41,6 +41,8 @@ def plan_text(plan: Plan) -> str:
     if plan.evaluate:
         lines.append("Evaluate: " + "; ".join(plan.evaluate))
         lines.append(f"  Evaluation phase after the steps, on {plan.evaluate_on}")
+    if plan.lowered:
+        lines.append(f"Lowered for {plan.device} during the run: {', '.join(plan.lowered)} (the rest when profiled)")
     lines.append(f"Total: {plan.total_jobs} jobs (input model + {len(plan.steps)} step(s))")
     return "\n".join(lines)
 

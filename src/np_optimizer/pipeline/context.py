@@ -68,3 +68,6 @@ class StepOutcome:
     changes: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
+    # the program's outputs on run.evaluation's samples, when the step computed them (its verification): the job's
+    # fidelity then does not run the program again
+    outputs: list[Any] | None = None

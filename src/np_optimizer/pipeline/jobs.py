@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,12 +38,21 @@ def config_hash(payload: dict[str, Any]) -> str:
 
 class JobRunner:
     def __init__(self, run: RunContext, store: ExperimentStore, *, retry: bool, log: logging.Logger,
-                 progress: Callable[[str], None]) -> None:
+                 progress: Callable[[str], None], lowered: Collection[str] | None = None) -> None:
         self.run = run
         self.store = store
         self.retry = retry
         self.log = log
         self.progress = progress
+        self.lowered = lowered  # checkpoints lowered in the run (None: all); see plan.lowered_in_run
+        self.programs: dict[str, Any] = {}  # job name -> its checkpoint in memory, so the next step need not reload it
+
+    def program_of(self, ref: CheckpointRef) -> Any:
+        """The checkpoint's ExportedProgram: the one this run made (saved, read back and verified), else the file."""
+        from np_optimizer.graph.program_io import load_program
+
+        program = self.programs.get(ref.job)
+        return program if program is not None else load_program(ref.path)
 
     def reusable(self, name: str, checkpoint: str, hash_: str) -> CheckpointRef | None:
         """The finished output of job `name` if --retry is on and its inputs and config are unchanged."""
@@ -95,7 +104,12 @@ class JobRunner:
         try:
             outcome = timed("step", lambda: produce(artifacts))
             ref, output, reloaded = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
-            compiled = timed("compile", lambda: self._compile(ref, job_dir, reloaded))
+            if self.lowered is None or checkpoint in self.lowered:
+                compiled: CompileResult | None = timed("compile", lambda: self._compile(ref, job_dir, reloaded))
+            else:
+                compiled = None
+                self.log.info(f"{checkpoint} is not lowered for {self.run.device.name} now: it is not listed under "
+                              "profile: (np profile lowers it when asked)")
             fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir))
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
@@ -103,12 +117,13 @@ class JobRunner:
                              errors=(error_record(exc),), timings=timings)
             self.store.write_job(failed)
             raise
+        self.programs = {name: outcome.program}  # the step's own copy: lowering may have changed the reloaded one
         warnings = list(outcome.warnings)
-        if compiled.status != "ok":
+        if compiled is not None and compiled.status != "ok":
             warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
         done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
-                       compile=compiled.to_dict(), fidelity=fidelity, warnings=tuple(warnings), timings=timings)
+                       compile=compiled.to_dict() if compiled else {}, fidelity=fidelity, warnings=tuple(warnings), timings=timings)
         self.store.write_job(done)
         return ref
 
@@ -152,9 +167,10 @@ class JobRunner:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
         return compiled
 
-    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult, job_dir: Path) -> dict[str, Any]:
-        """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program, and the .pte on this
-        machine when the device's backend runs here (XNNPACK)."""
+    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult | None, job_dir: Path) -> dict[str, Any]:
+        """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program (the step's own outputs on
+        them when it computed them already), and the .pte on this machine when the device's backend runs here
+        (XNNPACK) and the checkpoint was lowered."""
         import torch
 
         from np_optimizer.fidelity import compare_outputs
@@ -162,12 +178,16 @@ class JobRunner:
         evaluation = self.run.evaluation
         if evaluation is None or not self.run.reference_outputs:
             return {}
-        with torch.no_grad():
-            outputs = [outcome.program.module()(*x) for x in evaluation.samples]
+        outputs = outcome.outputs
+        if outputs is None:
+            module = outcome.program.module()
+            with torch.no_grad():
+                outputs = [module(*x) for x in evaluation.samples]
         result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
                                   "program": compare_outputs(self.run.reference_outputs, outputs),
                                   "evaluated_on": "exported program (PyTorch reference kernels)"}
-        if compiled.status == "ok" and self.run.device.backend_spec.runs_on_host and compiled.pte_file:
+        if compiled is not None and compiled.status == "ok" and self.run.device.backend_spec.runs_on_host \
+                and compiled.pte_file:
             from np_optimizer.adapters.executorch_runtime import run_pte
 
             try:

@@ -37,11 +37,11 @@ def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
                       log_file=experiment.log_file, calibration_dir=project.root / calibration if calibration else None)
 
 
-def _load_reference(run: RunContext, ref: CheckpointRef) -> None:
+def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
     """Example inputs, evaluation inputs and INPUT_MODEL's outputs on them: what every fidelity is measured against."""
     import torch
 
-    from np_optimizer.graph.program_io import load_inputs, load_program
+    from np_optimizer.graph.program_io import load_inputs
     from np_optimizer.pipeline.data import evaluation_inputs
 
     if not run.example_inputs:
@@ -51,9 +51,9 @@ def _load_reference(run: RunContext, ref: CheckpointRef) -> None:
     run.evaluation = evaluation_inputs(run.calibration_dir, run.example_inputs,
                                        int(globals_["evaluation"]["num_samples"]), int(globals_["seed"]),
                                        skip=num_calibration)
-    program = load_program(ref.path)
+    module = program.module()
     with torch.no_grad():
-        run.reference_outputs = [program.module()(*x) for x in run.evaluation.samples]
+        run.reference_outputs = [module(*x) for x in run.evaluation.samples]
 
 
 def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
@@ -77,7 +77,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
         "backend": device.backend, "status": "running", "started_at": utc_now()}}))
     try:  # whatever ends the run (a library's SystemExit, Ctrl+C), meta.json never stays "running"
-        jobs = JobRunner(run, store, retry=retry, log=log, progress=progress)
+        jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered)
         rounds: list[ProfileResult] = []
         produced: dict[str, CheckpointRef] = {}
         error: dict[str, Any] | None = None
@@ -93,7 +93,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
                                produce=lambda artifacts: extract_input_model(run, artifacts))
             produced[INPUT_MODEL] = ref
             extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
-            _load_reference(run, ref)
+            _load_reference(run, jobs.program_of(ref), ref)
             for index, step in enumerate(config.run.steps, 1):
                 phase += 1
                 step_log = get_logger(step_spec(step.kind).logger)
@@ -152,7 +152,6 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
               log: logging.Logger, progress: Callable[[str], None]) -> CheckpointRef:
     from dataclasses import asdict
 
-    from np_optimizer.graph.program_io import load_program
     from np_optimizer.pipeline.steps import step_function
 
     name = job_name(index, step.kind)
@@ -164,7 +163,7 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
                "calibration": run.project.info.get("calibration_dataset")}
 
     def produce(artifacts: Path) -> Any:
-        program = load_program(input_ref.path)
+        program = jobs.program_of(input_ref)
         ctx = StepContext(run=run, options=options, input=input_ref, program=program, artifacts_dir=artifacts,
                           log=log, progress=lambda text: progress(f"{name}: {text}"))
         return step_function(step)(ctx, step)

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from np_optimizer.config import GraphOptimizeConfig
+from np_optimizer.config.checkpoints import INPUT_MODEL
 from np_optimizer.pipeline.context import StepContext, StepOutcome
 from np_optimizer.pipeline.steps import register_step
 
@@ -37,58 +38,131 @@ _MAX_ROUNDS = 3
 def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcome:
     import torch
 
-    from np_optimizer.graph.passes import PASSES
     from np_optimizer.graph.stats import node_count, op_histogram
 
     tolerance = float(ctx.options["tolerance"])
-    calibration = ctx.run.calibration(8)
-    inputs = [ctx.run.example_inputs, *calibration.samples]
+    inputs, verified_on = _verification_inputs(ctx)
     program = ctx.program
-    with torch.no_grad():
-        reference = [program.module()(*x) for x in inputs]
+    run = ctx.run
+    # The step's input is INPUT_MODEL (the usual case): its outputs on the evaluation inputs are already known.
+    same_as_reference = (run.evaluation is not None and inputs is run.evaluation.samples
+                         and ctx.input.name == INPUT_MODEL and len(run.reference_outputs) == len(inputs))
+    if same_as_reference:
+        reference = run.reference_outputs
+    else:
+        module = program.module()
+        with torch.no_grad():
+            reference = [module(*x) for x in inputs]
+    current = reference  # the outputs of `program` on `inputs`
     before = {"nodes": node_count(program), "ops": op_histogram(program)}
-    applied: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    dropped: set[str] = set()
+    state = _Passes(ctx, inputs, reference, tolerance)
     for round_ in range(1, _MAX_ROUNDS + 1):  # a pass can expose work for an earlier one: repeat until stable
-        changed_any = False
+        changed, program, current = state.round(round_, program, current)
+        if not changed:
+            break
+    after = {"nodes": node_count(program), "ops": op_histogram(program)}
+    changes = {"passes": state.applied, "before": before, "after": after, "tolerance": tolerance,
+               "verified_on": verified_on}
+    on_evaluation = run.evaluation is not None and inputs is run.evaluation.samples
+    return StepOutcome(program=program, changes=changes, warnings=state.warnings,
+                       outputs=current if on_evaluation else None)
+
+
+class _Passes:
+    """One round runs every pass in turn and checks the outputs once, on the round's result; only when that check
+    fails are the round's passes checked one by one, so that just the pass that broke the outputs is dropped."""
+
+    def __init__(self, ctx: StepContext, inputs: list[Any], reference: list[Any], tolerance: float) -> None:
+        self.ctx, self.inputs, self.reference, self.tolerance = ctx, inputs, reference, tolerance
+        self.applied: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self.dropped: set[str] = set()
+
+    def _outputs(self, program: Any) -> list[Any]:
+        import torch
+
+        module = program.module()
+        with torch.no_grad():
+            return [module(*x) for x in self.inputs]
+
+    def _run(self, name: str, run_pass: Any, program: Any, round_: int) -> Any:
+        """The pass's result, or None when it crashed (then it is dropped, like a pass that breaks outputs)."""
+        self.ctx.progress(f"pass {name} (round {round_})")
+        try:
+            return run_pass(program)
+        except Exception as exc:
+            self.dropped.add(name)
+            self.warnings.append(f"Pass {name} was dropped: it failed on this graph ({type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}).")
+            self.ctx.log.warning(self.warnings[-1])
+            self.applied.append({"pass": name, "round": round_, "outcome": "dropped", "error": self.warnings[-1]})
+            return None
+
+    def round(self, round_: int, program: Any, current: list[Any]) -> tuple[bool, Any, list[Any]]:
+        from np_optimizer.graph.passes import PASSES
+        from np_optimizer.graph.stats import node_count
+
+        candidate, steps = program, []
         for name, run_pass in PASSES:
-            if name in dropped:
+            if name in self.dropped:
                 continue
-            ctx.progress(f"pass {name} (round {round_})")
-            try:
-                result = run_pass(program)
-            except Exception as exc:  # a pass that crashes on this graph is dropped, like one that breaks outputs
-                dropped.add(name)
-                warnings.append(f"Pass {name} was dropped: it failed on this graph ({type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else ''}).")
-                ctx.log.warning(warnings[-1])
-                applied.append({"pass": name, "round": round_, "outcome": "dropped", "error": warnings[-1]})
+            result = self._run(name, run_pass, candidate, round_)
+            if result is None:
                 continue
             if not result.changed:
                 if round_ == 1:
-                    applied.append({"pass": name, "round": round_, "outcome": "no change"})
+                    self.applied.append({"pass": name, "round": round_, "outcome": "no change"})
                 continue
-            with torch.no_grad():
-                outputs = [result.ep.module()(*x) for x in inputs]
-            error, scale = _worst_error(reference, outputs)
+            steps.append((name, run_pass, node_count(candidate), node_count(result.ep)))
+            candidate = result.ep
+        if not steps:
+            return False, program, current
+        outputs = self._outputs(candidate)
+        error, scale = _worst_error(self.reference, outputs)
+        if error <= self.tolerance * scale:
+            for name, _run_pass, nodes_before, nodes_after in steps:
+                self.applied.append({"pass": name, "round": round_, "nodes_before": nodes_before,
+                                     "nodes_after": nodes_after, "outcome": "applied", "max_abs_error": error,
+                                     "relative_error": error / scale, "checked": "with the round's other passes"})
+                self.ctx.log.info(f"  {name}: {nodes_before} -> {nodes_after} nodes")
+            return True, candidate, outputs
+        return self._one_by_one(round_, [(n, p) for n, p, _b, _a in steps], program, current)
+
+    def _one_by_one(self, round_: int, steps: list[tuple[str, Any]], program: Any,
+                    current: list[Any]) -> tuple[bool, Any, list[Any]]:
+        from np_optimizer.graph.stats import node_count
+
+        changed_any = False
+        for name, run_pass in steps:
+            result = self._run(name, run_pass, program, round_)
+            if result is None or not result.changed:
+                continue
+            outputs = self._outputs(result.ep)
+            error, scale = _worst_error(self.reference, outputs)
             entry = {"pass": name, "round": round_, "nodes_before": node_count(program),
-                     "nodes_after": node_count(result.ep), "max_abs_error": error, "relative_error": error / scale}
-            if error > tolerance * scale:
+                     "nodes_after": node_count(result.ep), "max_abs_error": error, "relative_error": error / scale,
+                     "checked": "alone"}
+            if error > self.tolerance * scale:
                 entry["outcome"] = "dropped"
-                dropped.add(name)
-                warnings.append(f"Pass {name} was dropped: it changed the outputs by {error:.3g} (max abs), more "
-                                f"than the tolerance {tolerance:g} x output scale {scale:.3g}.")
-                ctx.log.warning(warnings[-1])
+                self.dropped.add(name)
+                self.warnings.append(f"Pass {name} was dropped: it changed the outputs by {error:.3g} (max abs), "
+                                     f"more than the tolerance {self.tolerance:g} x output scale {scale:.3g}.")
+                self.ctx.log.warning(self.warnings[-1])
             else:
                 entry["outcome"] = "applied"
-                program = result.ep
+                program, current = result.ep, outputs
                 changed_any = True
-                ctx.log.info(f"  {name}: {entry['nodes_before']} -> {entry['nodes_after']} nodes")
-            applied.append(entry)
-        if not changed_any:
-            break
-    after = {"nodes": node_count(program), "ops": op_histogram(program)}
-    changes = {"passes": applied, "before": before, "after": after, "tolerance": tolerance,
-               "verified_on": f"example input + {len(calibration.samples)} calibration samples ({calibration.source})"}
-    return StepOutcome(program=program, changes=changes, warnings=warnings)
+                self.ctx.log.info(f"  {name}: {entry['nodes_before']} -> {entry['nodes_after']} nodes")
+            self.applied.append(entry)
+        return changed_any, program, current
+
+
+def _verification_inputs(ctx: StepContext) -> tuple[list[Any], str]:
+    """The run's evaluation inputs (the example input first), on which the job's fidelity is measured too, so the
+    passes' outputs serve both; else the example input and 8 calibration samples."""
+    evaluation = ctx.run.evaluation
+    if evaluation is not None and len(evaluation.samples) > 1:
+        return evaluation.samples, f"the {len(evaluation.samples)} evaluation inputs ({evaluation.source})"
+    calibration = ctx.run.calibration(8)
+    return ([ctx.run.example_inputs, *calibration.samples],
+            f"example input + {len(calibration.samples)} calibration samples ({calibration.source})")
