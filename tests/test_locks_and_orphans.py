@@ -171,7 +171,10 @@ def start_measurement(models: MlpModels, tmp_path: Path, name: str, *, remote: d
 
 
 def worker_of(procs: dict[int, tuple[int, str]]) -> bool:
-    return any("--_worker" in cmd for _start, cmd in procs.values())
+    """A measuring worker runs: a fresh one (--_worker), or one forked from np's warm process (then two processes
+    carry the warm process's command line)."""
+    commands = [cmd for _start, cmd in procs.values()]
+    return any("--_worker" in cmd for cmd in commands) or sum("--_zygote" in cmd for cmd in commands) >= 2
 
 
 # -- 1. a killed np takes its measurement down ----------------------------------------------------------------------

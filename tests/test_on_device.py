@@ -173,6 +173,33 @@ def test_timeout_returns_the_runs_done_as_a_partial_result(models: MlpModels, tm
     assert doc["measure_ms"] < 5_000  # bounded by the timeout, not by the runs asked
 
 
+def test_warm_start_forks_fresh_workers_with_the_same_memory_figures(models: MlpModels, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local measurements fork their worker from np's warm process (torch imported once); the worker is still a
+    process of its own, so its memory figures match a fresh process's; a warm process that dies is replaced."""
+    import os
+    import signal
+
+    from np_optimizer.profiler.measure import warm
+
+    options = {"num_executions": 5, "warmup": 1, "timeout": 60}
+    forked = [_profile(request_for(models, tmp_path / f"w{i}", options)) for i in range(2)]
+    assert {o.provenance["worker_start"].split(" ")[0] for o in forked} == {"forked"}
+    process = warm._running[sys.executable].proc
+    os.kill(process.pid, signal.SIGKILL)  # a warm process that died: the next measurement starts another
+    process.wait()
+    again = _profile(request_for(models, tmp_path / "w2", options))
+    replacement = warm._running[sys.executable].proc
+    assert again.provenance["worker_start"].startswith("forked") and replacement is not process
+    monkeypatch.setenv("NP_MEASURE_WARM", "0")
+    fresh = _profile(request_for(models, tmp_path / "f", options))
+    assert fresh.provenance["worker_start"] == "a fresh process"
+    peaks = [o.extras["memory"]["load_peak_delta_bytes"] for o in (*forked, again, fresh)]
+    assert max(peaks) - min(peaks) <= 0.1 * max(peaks) + 2**20, peaks  # the same process, whatever its start
+    warm.stop_warm_processes()  # what np does when it ends
+    assert replacement.poll() is not None and not warm._running
+
+
 def _bad_compiled(models: MlpModels, folder: Path, pte_bytes: bytes) -> tuple[Path, CompileResult]:
     """A host compile record whose model.pte holds other bytes: what a damaged or foreign .pte looks like."""
     folder.mkdir(parents=True)

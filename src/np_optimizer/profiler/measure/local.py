@@ -29,6 +29,7 @@ from np_optimizer.profiler.measure import (
     script_archive,
     script_args,
 )
+from np_optimizer.profiler.measure.warm import warm_socket
 
 __all__ = ["measure_local", "TRANSPORT"]
 
@@ -46,7 +47,11 @@ def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = No
     (document attached when there is one). A timeout that expires is not a failure: the document says partial.
     `hold_fds` (the device lock's descriptor) stay open in the measuring process until it exits."""
     python = python or sys.executable
-    cmd = [python, str(script_archive()), str(pte), *script_args(options)]
+    archive = script_archive()
+    cmd = [python, str(archive), str(pte), *script_args(options)]
+    warm = warm_socket(python, archive)
+    if warm is not None:  # the worker is forked from np's warm measuring process (warm.py)
+        cmd += ["--zygote", warm]
     guard = options.load_timeout_s + options.timeout_s + options.kill_grace_s + _GUARD_MARGIN_S
     # The runtime's native log goes to stderr; keep it off the user's console (it is kept in the document).
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

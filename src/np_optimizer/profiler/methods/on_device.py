@@ -216,7 +216,7 @@ def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measur
         "python": runtime.get("python_version"), "python_executable": runtime.get("python_executable"),
         "runs_done": done, "runs_asked": asked, "warmup_done": warm_done, "warmup_asked": options.warmup,
         "timeout_s": options.timeout_s, "transport": measurement.transport,
-        "loadavg_at_start": host.get("loadavg_at_start"), "timed": "each execute call, perf_counter_ns",
+        "worker_start": doc.get("worker_start"), "loadavg_at_start": host.get("loadavg_at_start"), "timed": "each execute call, perf_counter_ns",
     }
     if lock.place:
         provenance["farm"] = _farm_record(lock)

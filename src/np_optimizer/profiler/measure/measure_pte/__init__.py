@@ -8,6 +8,7 @@ executorch are imported inside the worker's functions), relative imports only, P
     options.py     the options as one typed record, the document's "config" section
     supervisor.py  the parent process: runs the worker, enforces load timeout, timeout + kill grace, signals
     parent.py      dying with the requester: death signals (prctl) and the reparenting check
+    zygote.py      np's warm start on this machine: imports once, forks a fresh worker per measurement
     worker.py      the measuring process: model file, imports, inputs, load, runs, in order, as events
     load.py        import torch + the runtime, thread pool, load program and method, classify load errors
     inputs.py      inputs from a file, --input-spec or the execution plan; checked against the method

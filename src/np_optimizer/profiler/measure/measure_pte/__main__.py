@@ -13,6 +13,8 @@ runs done so far are returned with "partial": true.
 Process layout (default): a small supervisor process (supervisor.py) starts a worker process (this same code with
 --_worker). The worker imports torch and the runtime, loads, runs, and sends events (JSON lines, flushed at most
 every 0.5 s so the supervisor wakes up rarely) to the supervisor. --no-guard runs everything in one process.
+Inside np on this machine, --zygote SOCKET has the worker forked from np's warm measuring process (zygote.py)
+instead, saving the imports.
 
 Exit codes: 0 ok (also partial), 2 usage, 3 file not found, 4 runtime missing (no torch/executorch in this Python),
 5 load failed (invalid .pte, backend not registered, method missing), 6 input error, 7 execute failed, 8 hung (an
@@ -32,11 +34,14 @@ from .options import WORKER_FLAG, parse_options
 from .protocol import EXIT, SCHEMA, MeasureError, error_dict, now_stamp, print_doc
 from .supervisor import main_supervisor
 from .worker import main_direct, main_worker
+from .zygote import ZYGOTE_FLAG, main_zygote
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse the arguments and run the chosen process layout; returns the exit code (the document is printed)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [ZYGOTE_FLAG] and len(args) == 2:
+        return main_zygote(args[1])
     started = now_stamp()
     try:
         options = parse_options(args)

@@ -29,6 +29,7 @@ class Options:
     load_timeout: float
     pretty: bool
     worker: bool
+    zygote: Optional[str] = None  # np's warm measuring process (zygote.py), when it started one
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-timeout", type=float, default=600.0, help="supervisor: seconds allowed for imports + load")
     p.add_argument("--pretty", action="store_true", help="indent the JSON document")
     p.add_argument(WORKER_FLAG, dest="worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--zygote", default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -72,7 +74,8 @@ def parse_options(argv: Sequence[str]) -> Options:
         raise MeasureError("usage", "--threads must be >= 1")
     return Options(pte=a.pte, warmup=a.warmup, runs=a.runs, timeout=a.timeout, threads=a.threads, method=a.method,
                    input_spec=a.input_spec, seed=a.seed, int_range=a.int_range, inputs=a.inputs, no_guard=a.no_guard,
-                   kill_grace=a.kill_grace, load_timeout=a.load_timeout, pretty=a.pretty, worker=a.worker)
+                   kill_grace=a.kill_grace, load_timeout=a.load_timeout, pretty=a.pretty, worker=a.worker,
+                   zygote=a.zygote)
 
 
 def config_section(o: Options) -> Json:

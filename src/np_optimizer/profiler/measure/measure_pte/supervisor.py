@@ -21,12 +21,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import IO, List, Optional, Sequence
+from typing import IO, Any, List, Optional, Sequence
 
 from .document import assemble, log_tail
 from .options import WORKER_FLAG, Options
 from .parent import ParentWatch, dies_with_parent, set_death_signal
 from .protocol import EXIT, Json, exit_code, now_stamp
+from .zygote import start_forked
 
 _LOAD_KINDS_WITH_LOG = ("load_failed", "invalid_pte", "backend_not_registered", "execute_failed")
 
@@ -190,9 +191,12 @@ def main_supervisor(o: Options, argv: Sequence[str]) -> int:
     _catch_signals(watch)  # before the death signal, so that it is handled (it stops the worker) from the start
     set_death_signal(signal.SIGTERM)
     errf = tempfile.TemporaryFile(mode="w+b")  # the worker's stderr: the runtime's native log
-    cmd = [sys.executable, *self_command(), WORKER_FLAG, *argv]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf,
-                            preexec_fn=dies_with_parent(signal.SIGKILL))
+    proc: Any = start_forked(o.zygote, argv, errf) if o.zygote else None  # a warm start (zygote.py)
+    forked = proc is not None
+    if proc is None:
+        cmd = [sys.executable, *self_command(), WORKER_FLAG, *argv]
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf,
+                                preexec_fn=dies_with_parent(signal.SIGKILL))
     if proc.stdout is None:
         raise RuntimeError("the worker's stdout is not a pipe")
     _watch(proc.stdout, o, watch, parent)
@@ -209,5 +213,7 @@ def main_supervisor(o: Options, argv: Sequence[str]) -> int:
     if log_text:
         _write(sys.stderr, log_text)
     doc = _verdict(o, watch, started, rc_worker, log_tail(log_text))
+    doc["worker_start"] = ("forked from np's warm measuring process (torch and the runtime imported once)" if forked
+                           else "a fresh process")
     _write(sys.stdout, json.dumps(doc, indent=1 if o.pretty else None) + "\n")
     return int(doc["exit_code"])

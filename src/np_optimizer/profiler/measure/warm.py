@@ -1,0 +1,93 @@
+"""np's warm measuring process on this machine (measure_pte/zygote.py): started at the first local measurement of
+an np process, kept until it ends, so that each later measurement forks a worker with torch and the runtime already
+imported instead of importing them again (about 2 s per measured checkpoint).
+
+$NP_MEASURE_WARM=0 turns it off (every worker is then a fresh process, as over SSH). If the warm process cannot be
+started or dies, measuring goes on with fresh processes: it is a speed-up, never a requirement.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from np_optimizer.profiler.measure.measure_pte.parent import dies_with_parent
+from np_optimizer.profiler.measure.measure_pte.zygote import ZYGOTE_FLAG
+
+__all__ = ["warm_socket", "stop_warm_processes"]
+
+_READY_TIMEOUT_S = 300.0  # imports on a loaded machine
+
+
+@dataclass
+class _Warm:
+    proc: subprocess.Popen[bytes]
+    socket: str
+    folder: Path
+
+
+_running: dict[str, _Warm] = {}
+
+
+def _ready(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the process printed "ready" (its imports worked) within the time allowed."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout=_READY_TIMEOUT_S):
+        return False
+    return proc.stdout.readline().strip() == b"ready"
+
+
+def warm_socket(python: str, archive: Path) -> str | None:
+    """The socket of `python`'s warm measuring process, started now if needed; None when there is none."""
+    if os.environ.get("NP_MEASURE_WARM", "1") == "0":
+        return None
+    warm = _running.get(python)
+    if warm is not None and warm.proc.poll() is None:
+        return warm.socket
+    if warm is not None:
+        _stop(python)
+    folder = Path(tempfile.mkdtemp(prefix="np-warm-"))  # short: a Unix socket path has at most 107 bytes
+    socket_path = str(folder / "zygote.sock")
+    try:
+        proc = subprocess.Popen([python, str(archive), ZYGOTE_FLAG, socket_path], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                preexec_fn=dies_with_parent(signal.SIGTERM))
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    _running[python] = _Warm(proc, socket_path, folder)
+    if not _ready(proc):
+        _stop(python)
+        return None
+    return socket_path
+
+
+def _stop(python: str) -> None:
+    warm = _running.pop(python, None)
+    if warm is None:
+        return
+    try:
+        if warm.proc.stdin is not None:
+            warm.proc.stdin.close()  # its signal to end
+        warm.proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        warm.proc.kill()
+        warm.proc.wait()
+    shutil.rmtree(warm.folder, ignore_errors=True)
+
+
+def stop_warm_processes() -> None:
+    for python in list(_running):
+        _stop(python)
+
+
+atexit.register(stop_warm_processes)
