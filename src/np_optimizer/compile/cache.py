@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.models.source import sha256_file
-from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, write_json
+from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, remove_path, write_json
 
 __all__ = ["compile_cache_folder", "CompileCache", "CachedCompile", "CacheEntryInfo", "ENTRY_FILE"]
 
@@ -112,12 +112,8 @@ class CompileCache:
 
     def discard(self, key: str, reason: str) -> str:
         folder = self.folder(key)
-        try:
-            if folder.is_dir() and not folder.is_symlink():
-                shutil.rmtree(folder)
-            else:
-                folder.unlink(missing_ok=True)
-        except OSError as exc:
+        exc = remove_path(folder)
+        if exc is not None:
             return (f"A damaged compile cache entry ({folder}: {reason}) could not be removed "
                     f"({exc.strerror or exc}); compiling without the cache. Delete it by hand.")
         return f"A damaged compile cache entry ({folder}) was discarded ({reason}); compiling again."

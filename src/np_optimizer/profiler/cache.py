@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, write_json
+from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, remove_path, write_json
 from np_optimizer.workspace.shapes import json_kind, shape_problem
 
 __all__ = ["cache_root", "cache_key", "EstimateCache", "CacheLookup"]
@@ -66,12 +66,8 @@ class EstimateCache:
     def discard(self, key: str, reason: str) -> str:
         """Delete a corrupt entry (the next estimate replaces it); returns the warning that says so."""
         path = self.path(key)
-        try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-        except OSError as exc:  # the next put() fails on it too; say so instead of failing the round
+        exc = remove_path(path)
+        if exc is not None:  # the next put() fails on it too; say so instead of failing the round
             return (f"A corrupt cached estimate ({path}: {reason}) could not be removed ({exc.strerror or exc}); "
                     "estimating again without the cache. Delete it by hand.")
         return f"A corrupt cached estimate ({path}) was discarded ({reason}); estimating again."

@@ -21,7 +21,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["cache_root", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+__all__ = ["cache_root", "remove_path", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
 
@@ -156,3 +156,18 @@ def update_json(path: Path, change: Callable[[dict[str, Any]], Any], *,
         updated = change(current)
         write_json(path, updated)
         return updated
+
+
+def remove_path(path: Path) -> OSError | None:
+    """Delete whatever is at `path` (file, folder or link): how a damaged cache entry or queue file is discarded.
+    Returns the error when it could not be removed (the caller warns and goes on without it)."""
+    import shutil
+
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        return exc
+    return None

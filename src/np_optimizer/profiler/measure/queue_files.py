@@ -7,10 +7,11 @@ import json
 import logging
 import math
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from np_optimizer.workspace.files import remove_path
 
 __all__ = ["write_json", "discard", "number", "integer", "optional", "valid_holder", "valid_entry", "valid_history",
            "read_record"]
@@ -56,12 +57,8 @@ def valid_history(data: dict[str, Any]) -> bool:
 
 def discard(path: Path, what: str, why: str) -> None:
     """A queue file that is not a valid record: a warned miss, deleted so that it is written anew."""
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-    except OSError as exc:
+    exc = remove_path(path)
+    if exc is not None:
         _log.warning(f"The device queue's {what} {path} is damaged ({why}) and could not be removed ({exc}); it is "
                      "ignored.")
         return
