@@ -254,9 +254,14 @@ def test_greedy_keeps_the_costliest_layer_float(run_np, workspace: Path, tmp_pat
     assert input_job["compile"] == {} and not list((exp / "00_input_model" / "artifacts").glob("compiled_*"))
     assert "INPUT_MODEL is not lowered for host now" in (exp / "logs" / "execution.log").read_text()
     assert "Lowered for host during the run: GRAPH_QUANTIZE" in run_np("run", "--dry-run", cwd=exp).stdout
+    def lowering() -> str:
+        return {j["name"]: j["lowering"] for j in run_np("status", "--json", cwd=exp).json["jobs"]}["00_input_model"]
+
+    assert lowering() == "not lowered"
     posthoc = run_np("profile", "INPUT_MODEL", "--method", "mlia", "--json", cwd=exp)
     assert posthoc.exit_code == 0, posthoc.stdout + posthoc.stderr
     assert (exp / "00_input_model" / "artifacts" / "compiled_host" / "compile.json").is_file()
+    assert lowering() == "ok"
 
 
 @pytest.mark.parametrize(("backend", "scheme", "device"), [

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.logs import libraries_log
-from np_optimizer.records import ExportRecord, JobState, MeasurementState, StatusRecord, to_dict
+from np_optimizer.records import ExportRecord, JobRecord, JobState, MeasurementState, StatusRecord, to_dict
 from np_optimizer.workspace import resolve_experiment
 from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace.store import ExperimentStore
@@ -37,6 +38,15 @@ def _make_folder(target: Path) -> None:
                           hint="Pass -o/--output a folder you can write to.", code="NP-CFG-400") from None
 
 
+def _lowered_later(store: ExperimentStore, job: JobRecord, device_name: str) -> dict[str, Any]:
+    """The lowering of a job np run did not lower: the one np profile made since, if any."""
+    device = get_device(device_name)
+    found = find_compiled(compile_dir(store.job_dir(job.name), device), device, str((job.output or {}).get("sha256")))
+    if found is not None:
+        return {"status": found.status, "reason": "lowered by np profile" + (f": {found.reason}" if found.reason else "")}
+    return {"status": "not lowered", "reason": "not listed under profile: (np profile lowers it)"}
+
+
 def status(*, experiment: str | None = None, project: str | None = None, logs: bool = False,
            cwd: Path | None = None) -> StatusRecord:
     """Each job's state; a job left in_progress by a process that is gone is reported as interrupted."""
@@ -52,6 +62,8 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
         if job_state == "in_progress" and not _alive(job.pid):
             job_state = "interrupted"
         compiled = job.compile or {}
+        if not compiled and job.status in ("success", "reused"):  # np run lowers only what profile: lists
+            compiled = _lowered_later(store, job, exp.project.device_name)
         jobs.append(JobState(name=job.name, step_type=job.step_type, step_index=job.step_index,
                              checkpoint=job.checkpoint, status=job_state, duration_s=job.duration_s,
                              started_at=job.started_at, ended_at=job.ended_at, lowering=compiled.get("status"),
