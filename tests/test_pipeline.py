@@ -245,6 +245,9 @@ def test_greedy_keeps_the_costliest_layer_float(run_np, workspace: Path, tmp_pat
     amp = json.loads((exp / "01_graph_quantize" / "job.json").read_text())["changes"]["amp"]
     assert amp["float_layers"], amp
     assert amp["float_layers"][0] == "fc1"  # the layer fed by the outlier input costs the most
+    # each candidate's per-layer SNR in the fully quantized model (the numbers np report --layers shows) beside it
+    layer_snr = {row["module"]: row["layer_snr_db"] for row in amp["sensitivity"]}
+    assert set(layer_snr) == {"fc1", "fc2", "fc3"} and all(10 < v < 80 for v in layer_snr.values()), layer_snr
     assert amp["achieved_snr_db"] > amp["snr_all_quantized_db"]
     layers = json.loads((exp / "01_graph_quantize" / "job.json").read_text())["changes"]["layers"]
     assert {row["module"]: row["weight"] for row in layers}["fc1"] == "float"

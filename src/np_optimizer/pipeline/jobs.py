@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, reuse_note
 from np_optimizer.errors import ToolError, error_record
+from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord
@@ -66,6 +67,7 @@ class JobRunner:
             record = self.store.read_job(name)
             if record is not None:
                 self.store.write_job(replace(record, status="reused"))
+                self.run.module_map = compose(self.run.module_map, record.changes.get("module_map") or {})
             return reused
         job_dir = self.store.job_dir(name)
         artifacts = job_dir / "artifacts"
@@ -96,7 +98,8 @@ class JobRunner:
             outcome = timed("step", lambda: produce(artifacts))
             ref, output, reloaded = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
             compiled = timed("compile", lambda: self._compile(ref, job_dir, reloaded))
-            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir))
+            key_map = compose(self.run.module_map, outcome.changes.get("module_map") or {})
+            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir, checkpoint, key_map))
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
@@ -110,6 +113,8 @@ class JobRunner:
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
                        compile=compiled.to_dict(), fidelity=fidelity, warnings=tuple(warnings), timings=timings)
         self.store.write_job(done)
+        if input_ref is not None:
+            self.run.module_map = key_map
         return ref
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
@@ -152,21 +157,30 @@ class JobRunner:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
         return compiled
 
-    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult, job_dir: Path) -> dict[str, Any]:
+    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult, job_dir: Path, checkpoint: str,
+                  key_map: dict[str, str | None]) -> dict[str, Any]:
         """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program, and the .pte on this
-        machine when the device's backend runs here (XNNPACK)."""
-        import torch
-
+        machine when the device's backend runs here (XNNPACK); and each layer's output against INPUT_MODEL's same
+        layer, from the same pass (layers_snr.json)."""
         from np_optimizer.fidelity import compare_outputs
+        from np_optimizer.layers.numerics import layer_snr, tap, write_numerics
 
         evaluation = self.run.evaluation
         if evaluation is None or not self.run.reference_outputs:
             return {}
-        with torch.no_grad():
-            outputs = [outcome.program.module()(*x) for x in evaluation.samples]
+        start = time.perf_counter()
+        taps = tap(outcome.program, evaluation.samples)
+        outputs = taps.outputs
         result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
                                   "program": compare_outputs(self.run.reference_outputs, outputs),
                                   "evaluated_on": "exported program (PyTorch reference kernels)"}
+        if self.run.reference_taps is not None:
+            rows = layer_snr(self.run.reference_taps, taps, key_map)
+            result["layers"] = write_numerics(job_dir / "artifacts", checkpoint=checkpoint, rows=rows, key_map=key_map,
+                                              inputs=len(evaluation.samples), source=evaluation.source,
+                                              seconds=time.perf_counter() - start,
+                                              relative_to=self.store.experiment.root)
+        del taps
         if compiled.status == "ok" and self.run.device.backend_spec.runs_on_host and compiled.pte_file:
             from np_optimizer.adapters.executorch_runtime import run_pte
 
