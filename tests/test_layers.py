@@ -214,7 +214,7 @@ def test_a_fused_bn_maps_to_its_conv_and_per_layer_snr_follows_it(npu_layers: Pa
     rows = {r["key"]: r for r in numerics["layers"]}
     modules = _model_modules(npu_layers)
     assert {r["module"] for r in rows.values()} <= set(modules)
-    assert {"stem", "block.expand", "block.project", "head", "(model).sort"} <= set(rows)
+    assert {"stem", "pad", "block.expand", "block.project", "head", "(model).sort"} <= set(rows)
     assert all(r["snr_db"] is not None and 10 < r["snr_db"] < 90 for r in rows.values()), rows  # int8: tens of dB
     # the last layer's output is the model's output: its SNR is the step's own SNR against INPUT_MODEL
     assert abs(rows["(model).sort"]["snr_db"] - gq["fidelity"]["program"]["snr_db"]) < 0.01

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from np_optimizer.config import ExperimentConfig, StepConfig
 from np_optimizer.config.checkpoints import INPUT_MODEL, step_of_checkpoint
 from np_optimizer.config.detail_config import PROFILE_DEFAULTS
 from np_optimizer.devices import Device, default_method, method_support
 from np_optimizer.metrics import MetricType
+
+if TYPE_CHECKING:
+    from np_optimizer.config import ExperimentConfig, StepConfig
 
 __all__ = ["PlannedStep", "PlannedProfile", "Plan", "build_plan", "plan_notes", "job_name", "HEADLINE_METRICS",
            "evaluation_plan"]

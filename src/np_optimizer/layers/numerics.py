@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.layers.keys import assign_keys, is_overhead, op_family
+from np_optimizer.layers.keys import assign_keys
 from np_optimizer.layers.lineage import INPUT, LayerGraph
 from np_optimizer.workspace.files import write_json
 
@@ -51,8 +51,6 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
                         for n in nodes))
     graph = LayerGraph()
     label_of = {name: key.label for name, key in keys.items()}
-    # layers with a compute op of their own; one made of overhead alone only moves data and has no output to compare
-    computes = {label_of[n.name] for n in nodes if not is_overhead(op_family(op_name(n)))}
     for index, node in enumerate(nodes):
         key = keys[node.name]
         label = key.label
@@ -67,8 +65,8 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
                 graph.producers[label].add(label_of[source.name])
         value = node.meta.get("val")
         # the layer's output as the next layer reads it: its last float result, after the (de)quantize and reshape
-        # attributed to it, so a layer's output quantization counts against that layer
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and label in computes:
+        # attributed to it, so a layer's output quantization counts against that layer (a pad module is a layer too)
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
             graph.outputs[label], graph.position[label] = node.name, index
     live: set[str] = set()
     stack = list(gm.graph.output_node().all_input_nodes)
@@ -145,7 +143,7 @@ def layer_snr(reference: Taps, test: Taps, key_map: Mapping[str, str | None]) ->
     rows = []
     for label in test.graph.labels:
         if label not in test.graph.outputs:
-            continue  # a layer that only moves data (all its ops are overhead) has no output of its own
+            continue  # no float result (an integer index computation)
         row: dict[str, Any] = {**test.graph.info[label], "node": test.graph.outputs[label]}
         candidates = [c for c in [label if key_map.get(label, label) == label else None, *fused.get(label, [])]
                       if c is not None and c in reference.graph.outputs]
