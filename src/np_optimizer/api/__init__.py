@@ -6,6 +6,8 @@ Each function is imported on first use (PEP 562), so `np report` does not pay fo
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -64,6 +66,19 @@ __all__ = [
     "validate",
     "workspace_init",
 ]
+
+
+class _Package(types.ModuleType):
+    """Importing a submodule binds it on its package (`api.profile` = the module np_optimizer.api.profile): for the
+    functions named like their module (evaluate, profile, report, run, status) the package keeps the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
