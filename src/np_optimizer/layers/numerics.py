@@ -86,10 +86,24 @@ class Taps:
     graph: LayerGraph
     outputs: list[Any]
     values: dict[str, list[torch.Tensor]]
+    error: str | None = None  # why no layer was kept (the outputs are still the program's)
 
 
 def tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
-    """Run `program` on each sample once, keeping the model's outputs and every layer's output."""
+    """Run `program` on each sample once, keeping the model's outputs and every layer's output. Per-layer numerics
+    never fail a job: a graph the Interpreter cannot run (or key) gives the plain outputs and the reason."""
+    import torch
+
+    try:
+        return _tap(program, samples)
+    except Exception as exc:  # the plain run below raises again if the program itself is broken
+        with torch.no_grad():
+            module = program.module()
+            outputs = [module(*x) for x in samples]
+        return Taps(LayerGraph(), outputs, {}, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+
+def _tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
     import torch
 
     gm = program.module()

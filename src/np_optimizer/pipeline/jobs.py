@@ -174,8 +174,17 @@ class JobRunner:
         result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
                                   "program": compare_outputs(self.run.reference_outputs, outputs),
                                   "evaluated_on": "exported program (PyTorch reference kernels)"}
-        if self.run.reference_taps is not None:
-            rows = layer_snr(self.run.reference_taps, taps, key_map)
+        reference = self.run.reference_taps
+        failed = reference.error if reference is not None else "no reference"
+        rows: list[dict[str, Any]] = []
+        if reference is not None and not (failed := failed or taps.error):
+            try:
+                rows = layer_snr(reference, taps, key_map)
+            except Exception as exc:  # a view's numbers never fail the job
+                failed = f"{type(exc).__name__}: {exc}"
+        if failed:
+            result["layers"] = {"error": f"no per-layer SNR: {failed}"}
+        else:
             result["layers"] = write_numerics(job_dir / "artifacts", checkpoint=checkpoint, rows=rows, key_map=key_map,
                                               inputs=len(evaluation.samples), source=evaluation.source,
                                               seconds=time.perf_counter() - start,

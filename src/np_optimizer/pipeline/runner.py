@@ -166,13 +166,21 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
         program = load_program(input_ref.path)
         ctx = StepContext(run=run, options=options, input=input_ref, program=program, artifacts_dir=artifacts,
                           log=log, progress=lambda text: progress(f"{name}: {text}"))
-        from np_optimizer.layers.lineage import module_map
+        from np_optimizer.layers.lineage import LayerGraph, module_map
         from np_optimizer.layers.numerics import layer_graph
 
-        before = layer_graph(program.module())  # before the step runs: a step may edit its input in place
+        try:  # before the step runs: a step may edit its input in place
+            before: LayerGraph | None = layer_graph(program.module())
+        except Exception:  # a graph np cannot key: no map, never a failed step
+            before = None
         outcome = step_function(step)(ctx, step)
         # which of the input's layer keys the step fused or removed (a BN folded into its conv): old -> new or None
-        outcome.changes["module_map"] = module_map(before, layer_graph(outcome.program.module()))
+        try:
+            outcome.changes["module_map"] = module_map(before, layer_graph(outcome.program.module())) \
+                if before is not None else {}
+        except Exception as exc:
+            outcome.changes["module_map"] = {}
+            outcome.changes["module_map_error"] = f"{type(exc).__name__}: {exc}"
         return outcome
 
     ref = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
