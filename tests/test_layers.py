@@ -39,33 +39,39 @@ class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)  # folded into stem by graph_optimize (and by PT2E): its key must follow it
         self.pad = nn.ZeroPad2d(1)
         self.block = Block()
         self.head = nn.Linear(8, 10)
 
     def forward(self, x):
-        y = self.block(self.pad(self.stem(x)))
+        y = self.block(self.pad(self.bn(self.stem(x))))
         y = self.head(y.mean(dim=(2, 3)))
         return torch.sort(y, dim=1).values  # neither the Ethos-U nor XNNPACK runs sort
 
 
 def build():
     torch.manual_seed(0)
-    return Net().eval(), (torch.randn(1, 3, 24, 24),)
+    net = Net().eval()
+    net.bn.running_mean.uniform_(-0.5, 0.5)  # a BN that is far from the identity
+    net.bn.running_var.uniform_(0.25, 4.0)
+    return net, (torch.randn(1, 3, 24, 24),)
 '''
-RUN_YAML = 'version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\nprofile:\n- GRAPH_QUANTIZE\n'
+RUN_YAML = ('version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\n'
+            'profile:\n- GRAPH_QUANTIZE\n')
 
 
 @pytest.fixture(scope="module")
 def npu_layers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The model on alif_e8 (Ethos-U85), GQ W8-A8, GRAPH_QUANTIZE profiled with mlia; run once, tests only read it."""
+    """The model on alif_e8 (Ethos-U85), GO then GQ W8-A8, GRAPH_QUANTIZE profiled with mlia; run once, tests only
+    read it."""
     from np_optimizer import api
 
     base = tmp_path_factory.mktemp("layers")
     (base / "net.py").write_text(MODEL)
     root = base / "ws"
     api.workspace_init(root)
-    exp = make_project(root, "net_npu", model=f"{base / 'net.py'}:build", device="alif_e8", steps="gq",
+    exp = make_project(root, "net_npu", model=f"{base / 'net.py'}:build", device="alif_e8", steps="go,gq",
                        run_yaml=RUN_YAML)
     result = run_np_subprocess("run", cwd=exp)
     assert result.exit_code == 0, result.stderr
@@ -131,7 +137,7 @@ def test_cpu_fallback_layer_and_partial_totals_are_marked(npu_layers: Path, run_
     assert coverage["partial"] and 0 < coverage["npu_op_share_pct"] < 100
     assert [e["key"] for e in coverage["left_out"]] == ["(model).sort"]
     doc = run_np("report", "--json", cwd=npu_layers).json
-    step = doc["pipeline"]["steps"][0]
+    step = next(s for s in doc["pipeline"]["steps"] if s["checkpoint"] == "GRAPH_QUANTIZE")
     marked = {m["metric_type"] for m in step["metrics"] if m.get("coverage")}
     assert {"LATENCY", "MEMORY", "MACS"} <= marked
     assert any("(model).sort" in w for w in step["profile"]["warnings"])
@@ -143,7 +149,8 @@ def test_cpu_fallback_layer_and_partial_totals_are_marked(npu_layers: Path, run_
     assert "(model).sort" in table.stdout + table.stderr
     plain = run_np("report", "--plain", cwd=npu_layers).stdout.splitlines()
     start = plain.index("section:pipeline")
-    header, values = plain[start + 1].split("\t"), plain[start + 3].split("\t")
+    header = plain[start + 1].split("\t")
+    values = next(line for line in plain[start + 2:] if "graph_quantize" in line).split("\t")
     assert "LATENCY" in values[header.index("partial_totals")]
 
 
@@ -185,7 +192,109 @@ def test_report_layers_bad_input_is_a_clear_error(npu_layers: Path, cpu_experime
     assert missing.exit_code == 3 and missing.json["code"] == "NP-RPT-404"
 
 
+def _job(exp: Path, name: str) -> dict[str, Any]:
+    return json.loads((exp / name / "job.json").read_text())
+
+
+def _numerics(exp: Path, job: str) -> dict[str, Any]:
+    return json.loads((exp / job / "artifacts" / "layers_snr.json").read_text())
+
+
+def test_a_fused_bn_maps_to_its_conv_and_per_layer_snr_follows_it(npu_layers: Path) -> None:
+    """GO folds bn into stem: its job.json records bn -> stem, and each step's per-layer SNR compares stem with
+    INPUT_MODEL's bn output (the fused layer's output is the BN's), layer by layer."""
+    assert _job(npu_layers, "01_graph_optimize")["changes"]["module_map"] == {"bn": "stem"}
+    gq = _job(npu_layers, "02_graph_quantize")
+    assert gq["changes"]["module_map"] == {}  # nothing left for PT2E to fold
+    go_rows = {r["key"]: r for r in _numerics(npu_layers, "01_graph_optimize")["layers"]}
+    assert go_rows["stem"]["reference_key"] == "bn" and go_rows["stem"]["fused"] == ["bn"]
+    assert all(r["identical"] or r["snr_db"] > 100 for r in go_rows.values()), go_rows  # float rounding only
+    numerics = _numerics(npu_layers, "02_graph_quantize")
+    assert numerics["module_map_from_input"] == {"bn": "stem"} and numerics["inputs"] == gq["fidelity"]["inputs"]
+    rows = {r["key"]: r for r in numerics["layers"]}
+    modules = _model_modules(npu_layers)
+    assert {r["module"] for r in rows.values()} <= set(modules)
+    assert {"stem", "pad", "block.expand", "block.project", "head", "(model).sort"} <= set(rows)
+    assert all(r["snr_db"] is not None and 10 < r["snr_db"] < 90 for r in rows.values()), rows  # int8: tens of dB
+    # the last layer's output is the model's output: its SNR is the step's own SNR against INPUT_MODEL
+    assert abs(rows["(model).sort"]["snr_db"] - gq["fidelity"]["program"]["snr_db"]) < 0.01
+    # report.json keeps a reference and a summary, never the per-layer rows
+    report = json.loads((npu_layers / "report.json").read_text())
+    entry = next(s for s in report["pipeline"]["steps"] if s["job"] == "02_graph_quantize")["fidelity"]["layers"]
+    assert entry["file"] == "02_graph_quantize/artifacts/layers_snr.json" and entry["layers"] == len(rows)
+    assert [low["key"] for low in entry["lowest"]] == [r["key"] for r in sorted(rows.values(),
+                                                                                key=lambda r: r["snr_db"])][:3]
+
+
+def test_report_layers_shows_each_layers_snr(npu_layers: Path, run_np) -> None:
+    rows = {r["key"]: r["snr_db"] for r in _numerics(npu_layers, "02_graph_quantize")["layers"]}
+    doc = run_np("report", "--layers", "--json", cwd=npu_layers).json
+    assert doc["snr"]["vs"] == "INPUT_MODEL" and doc["snr"]["unit"] == "dB" and doc["snr"]["inputs"] == 8
+    shown = {layer["key"]: layer["snr_db"] for layer in doc["layers"]}
+    assert shown["block.expand"] == rows["block.expand"] and shown["(model).sort"] == rows["(model).sort"]
+    table = run_np("report", "--layers", cwd=npu_layers).stdout
+    assert "SNR (dB)" in table and f"{rows['block.expand']:.1f}" in table
+    plain = run_np("report", "--layers", "--plain", cwd=npu_layers).stdout.splitlines()
+    header = plain[plain.index("section:layers:GRAPH_QUANTIZE") + 1].split("\t")
+    expand = next(line.split("\t") for line in plain if line.startswith("block.expand\t"))
+    assert float(expand[header.index("snr_db")]) == rows["block.expand"]
+    reference = run_np("report", "--layers", "INPUT_MODEL", "--json", cwd=npu_layers).json
+    assert reference["snr"]["reference"] is True and all("snr_db" not in layer for layer in reference["layers"])
+
+
+def test_compare_lists_the_layers_whose_snr_dropped_most(npu_layers: Path, run_np) -> None:
+    doc = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", "--json", cwd=npu_layers).json
+    diff = doc["diffs"][0]
+    assert diff["matched"] == {"bn": "stem"}
+    drops = diff["snr_drops"]
+    assert len(drops) >= 5 and all(d["before_identical"] and d["before"] is None for d in drops)
+    assert [d["after"] for d in drops] == sorted(d["after"] for d in drops)  # from identical: the lowest SNR first
+    assert "bn" not in {d["key"] for d in drops}
+    table = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", cwd=npu_layers).stdout
+    assert "Layers whose SNR dropped most: INPUT_MODEL -> GRAPH_QUANTIZE" in table and drops[0]["key"] in table
+    plain = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", "--plain", cwd=npu_layers).stdout
+    assert "section:layer_snr:GRAPH_QUANTIZE" in plain
+    # GO changes nothing beyond float rounding: no layer is listed as a loss
+    go = run_np("compare", "INPUT_MODEL", "GRAPH_OPTIMIZE", "--json", cwd=npu_layers).json
+    assert go["diffs"][0]["snr_drops"] == [] and go["diffs"][0]["matched"] == {"bn": "stem"}
+
+
 # ---------------------------------------------------------------------------------------------- pure logic
+
+
+def test_module_map_follows_fused_layers_and_drops_dead_ones() -> None:
+    from np_optimizer.layers.lineage import INPUT, LayerGraph, compose, module_map, translate
+
+    before = LayerGraph(labels=["conv", "bn", "dead", "act", "head"],
+                        producers={"conv": {INPUT}, "bn": {"conv"}, "dead": {"conv"}, "act": {"bn"},
+                                   "head": {"act", "conv"}},
+                        live={"conv", "bn", "act", "head"})
+    after = LayerGraph(labels=["conv", "act", "head"])
+    assert module_map(before, after) == {"bn": "conv", "dead": None}
+    chained = LayerGraph(labels=["conv", "bn", "act"], producers={"conv": {INPUT}, "bn": {"conv"}, "act": {"bn"}},
+                         live={"conv", "bn", "act"})
+    assert module_map(chained, LayerGraph(labels=["conv"])) == {"bn": "conv", "act": "conv"}
+    assert compose({"bn": "conv"}, {"conv": "block"}) == {"bn": "block", "conv": "block"}
+    # a checkpoint's keys as another checkpoint's, both reached from INPUT_MODEL
+    assert translate(["conv", "act"], {"bn": "conv"}, {"bn": None}) == {"conv": "conv", "act": "act"}
+
+
+def test_layer_diff_merges_a_fused_layers_cost_into_its_target() -> None:
+    from np_optimizer.layers.views import layer_diff
+
+    def column(layers: list[tuple[str, int]], module_map: dict[str, str | None], snr: Any) -> dict[str, Any]:
+        return {"layers": {"cost": {"unit": "cycles"}, "layers": [{"key": k, "cost": c} for k, c in layers]},
+                "placement": {}, "module_map": module_map, "snr": snr, "snr_reference": snr == {}}
+
+    diff = layer_diff(column([("stem", 100), ("bn", 20), ("head", 5)], {}, {}),
+                      column([("stem", 90), ("head", 5)], {"bn": "stem"},
+                             {"stem": {"snr_db": 30.0}, "head": {"snr_db": 20.0}, "tail": {"snr_db": 150.0}}))
+    assert [(c["key"], c["before"], c["after"], c["merged"]) for c in diff["cost_changes"]] == [
+        ("stem", 120, 90, ["bn"]), ("head", 5, 5, [])]
+    assert diff["matched"] == {"bn": "stem"}
+    # 150 dB is float32 rounding, not a loss; the rest ranked by the noise they gained
+    assert [d["key"] for d in diff["snr_drops"]] == ["head", "stem"]
+
 
 
 def test_overhead_without_module_goes_to_the_producing_layer() -> None:

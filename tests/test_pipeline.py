@@ -235,32 +235,37 @@ def build():
 def test_greedy_keeps_the_costliest_layer_float(run_np, workspace: Path, tmp_path: Path) -> None:
     source = tmp_path / "outliers.py"
     source.write_text(OUTLIERS)
-    run_yaml = ('version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n'
+    run_yaml = ('version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\n'
                 '    automatic_mixed_precision: GREEDY\nprofile:\n- GRAPH_QUANTIZE\n')
     detail = "detail:\n  graph_quantize[0]:\n    amp:\n      target_snr: 40\n"
-    exp = make_project(workspace, "greedy", model=f"{source}:build", device="host", steps="gq", run_yaml=run_yaml,
+    exp = make_project(workspace, "greedy", model=f"{source}:build", device="host", steps="go,gq", run_yaml=run_yaml,
                        detail_yaml=detail)
     result = run_np("run", "--profile-method", "mlia", "--json", cwd=exp)
     assert result.exit_code == 0, result.stderr
-    amp = json.loads((exp / "01_graph_quantize" / "job.json").read_text())["changes"]["amp"]
+    amp = json.loads((exp / "02_graph_quantize" / "job.json").read_text())["changes"]["amp"]
     assert amp["float_layers"], amp
     assert amp["float_layers"][0] == "fc1"  # the layer fed by the outlier input costs the most
+    # each candidate's per-layer SNR in the fully quantized model (the numbers np report --layers shows) beside it
+    layer_snr = {row["module"]: row["layer_snr_db"] for row in amp["sensitivity"]}
+    assert set(layer_snr) == {"fc1", "fc2", "fc3"} and all(10 < v < 80 for v in layer_snr.values()), layer_snr
     assert amp["achieved_snr_db"] > amp["snr_all_quantized_db"]
-    layers = json.loads((exp / "01_graph_quantize" / "job.json").read_text())["changes"]["layers"]
+    layers = json.loads((exp / "02_graph_quantize" / "job.json").read_text())["changes"]["layers"]
     assert {row["module"]: row["weight"] for row in layers}["fc1"] == "float"
 
-    # INPUT_MODEL is not listed under profile: np run does not lower it; np profile does, when asked
-    input_job = json.loads((exp / "00_input_model" / "job.json").read_text())
-    assert input_job["compile"] == {} and not list((exp / "00_input_model" / "artifacts").glob("compiled_*"))
-    assert "INPUT_MODEL is not lowered for host now" in (exp / "logs" / "execution.log").read_text()
-    assert "Lowered for host during the run: GRAPH_QUANTIZE" in run_np("run", "--dry-run", cwd=exp).stdout
+    # GRAPH_OPTIMIZE is not listed under profile: np run does not lower it; np profile does, when asked
+    go_job = json.loads((exp / "01_graph_optimize" / "job.json").read_text())
+    assert go_job["compile"] == {} and not list((exp / "01_graph_optimize" / "artifacts").glob("compiled_*"))
+    assert go_job["fidelity"]["program"]["snr_identical"] or go_job["fidelity"]["program"]["snr_db"] > 60
+    assert "GRAPH_OPTIMIZE is not lowered for host now" in (exp / "logs" / "execution.log").read_text()
+    assert "Lowered for host during the run: INPUT_MODEL, GRAPH_QUANTIZE" in run_np("run", "--dry-run", cwd=exp).stdout
+
     def lowering() -> str:
-        return {j["name"]: j["lowering"] for j in run_np("status", "--json", cwd=exp).json["jobs"]}["00_input_model"]
+        return {j["name"]: j["lowering"] for j in run_np("status", "--json", cwd=exp).json["jobs"]}["01_graph_optimize"]
 
     assert lowering() == "not lowered"
-    posthoc = run_np("profile", "INPUT_MODEL", "--method", "mlia", "--json", cwd=exp)
+    posthoc = run_np("profile", "GRAPH_OPTIMIZE", "--method", "mlia", "--json", cwd=exp)
     assert posthoc.exit_code == 0, posthoc.stdout + posthoc.stderr
-    assert (exp / "00_input_model" / "artifacts" / "compiled_host" / "compile.json").is_file()
+    assert (exp / "01_graph_optimize" / "artifacts" / "compiled_host" / "compile.json").is_file()
     assert lowering() == "ok"
 
 

@@ -1,16 +1,35 @@
 """np: a local model optimizer and profiler for Arm edge devices.
 
 The public API is the functions of `np_optimizer.api` (one per `np` command), the records they return and the
-errors they raise, all re-exported here.
+errors they raise, all re-exported here. The functions and records are imported on first use (PEP 562), so
+`import np_optimizer` (and every `np` command) starts without importing what it does not use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from np_optimizer.api import *  # noqa: E402,F403
-from np_optimizer.api import __all__ as _api_all  # noqa: E402
+from np_optimizer.api import __all__ as _api_all  # noqa: E402  (names only: the package imports lazily)
 from np_optimizer.errors import *  # noqa: E402,F403
 from np_optimizer.errors import __all__ as _errors_all  # noqa: E402
-from np_optimizer.records import *  # noqa: E402,F403
 from np_optimizer.records import __all__ as _records_all  # noqa: E402
 
+if TYPE_CHECKING:
+    from np_optimizer.api import *  # noqa: F403
+    from np_optimizer.records import *  # noqa: F403
+
 __all__ = ["__version__", *_api_all, *_errors_all, *_records_all]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _api_all:
+        value = getattr(importlib.import_module("np_optimizer.api"), name)
+    elif name in _records_all:
+        value = getattr(importlib.import_module("np_optimizer.records"), name)
+    else:
+        raise AttributeError(f"module 'np_optimizer' has no attribute '{name}'")
+    globals()[name] = value
+    return value

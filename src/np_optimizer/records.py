@@ -6,6 +6,7 @@ Each top-level record carries `schema_version`; readers accept older versions th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from np_optimizer.config.issues import ValidationIssue
 from np_optimizer.errors import EXIT_BUDGET, EXIT_FAILED, EXIT_VALIDATION, failure_exit_code
-from np_optimizer.plan import Plan
-from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
-from np_optimizer.report.sortfilter import SortKey
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # fields of the report records only: loaded by from_dict when it needs them (_hints), so
+    # importing the records (every np command does) does not load the plan, config and report packages
+    from np_optimizer.plan import Plan
     from np_optimizer.report.budgets import BudgetVerdict
+    from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
+    from np_optimizer.report.sortfilter import SortKey
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -59,9 +61,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """The field types of a record (once per class), with the names imported only for type checking above resolved
+    on demand: only the report records need them."""
+    try:
+        return typing.get_type_hints(cls)
+    except NameError:
+        pass
+    from np_optimizer.plan import Plan
+    from np_optimizer.report.budgets import BudgetVerdict
+    from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
+    from np_optimizer.report.sortfilter import SortKey
+
+    lazy = {"Plan": Plan, "BudgetVerdict": BudgetVerdict, "ExperimentReport": ExperimentReport,
+            "PipelineRow": PipelineRow, "ProjectReport": ProjectReport, "SortKey": SortKey}
+    return typing.get_type_hints(cls, localns=lazy)
+
+
 def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     """Rebuild a record (and nested records and tuples of records) from `to_dict` output; unknown keys are ignored."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(typing.cast(type, cls))
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in data and f.init:

@@ -1,25 +1,47 @@
-"""The Python API: one function per np command. Functions return records and raise NpError; they never print."""
+"""The Python API: one function per np command. Functions return records and raise NpError; they never print.
 
-from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
-from np_optimizer.api.experiments import (
-    experiment_info,
-    experiments_create,
-    experiments_detail,
-    experiments_list,
-    validate,
-)
-from np_optimizer.api.profile import profile
-from np_optimizer.api.projects import (
-    devices_list,
-    models_list,
-    project_info,
-    projects_create,
-    projects_list,
-    workspace_init,
-)
-from np_optimizer.api.report import budgets_to_check, report, write_html_report
-from np_optimizer.api.run import run
-from np_optimizer.api.status import export, status
+Each function is imported on first use (PEP 562), so `np report` does not pay for importing every command's module
+(the evaluator, the pipeline, the profiler) at start-up."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
+    from np_optimizer.api.experiments import (
+        experiment_info,
+        experiments_create,
+        experiments_detail,
+        experiments_list,
+        validate,
+    )
+    from np_optimizer.api.profile import profile
+    from np_optimizer.api.projects import (
+        devices_list,
+        models_list,
+        project_info,
+        projects_create,
+        projects_list,
+        workspace_init,
+    )
+    from np_optimizer.api.report import budgets_to_check, report, write_html_report
+    from np_optimizer.api.run import run
+    from np_optimizer.api.status import export, status
+
+# name -> the module of this package that defines it
+_WHERE = {
+    "dataset_info": "evaluate", "datasets_add": "evaluate", "evaluate": "evaluate",
+    "devices_list": "projects", "models_list": "projects", "project_info": "projects", "projects_create": "projects",
+    "projects_list": "projects", "workspace_init": "projects",
+    "experiment_info": "experiments", "experiments_create": "experiments", "experiments_detail": "experiments",
+    "experiments_list": "experiments", "validate": "experiments",
+    "export": "status", "status": "status", "profile": "profile", "run": "run",
+    "report": "report", "budgets_to_check": "report", "write_html_report": "report",
+}
 
 __all__ = [
     "dataset_info",
@@ -44,3 +66,29 @@ __all__ = [
     "validate",
     "workspace_init",
 ]
+
+
+class _Package(types.ModuleType):
+    """Importing a submodule binds it on its package (`api.profile` = the module np_optimizer.api.profile): for the
+    functions named like their module (evaluate, profile, report, run, status) the package keeps the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'np_optimizer.api' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"np_optimizer.api.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

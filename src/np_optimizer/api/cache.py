@@ -7,10 +7,13 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from np_optimizer.compile.cache import CacheEntryInfo, CompileCache
 from np_optimizer.errors import UsageError
 from np_optimizer.workspace.files import cache_root
+
+if TYPE_CHECKING:  # the compile package (backends, versions) loads when a cache is listed, not at np's start-up
+    from np_optimizer.compile.cache import CacheEntryInfo
 
 __all__ = ["CacheListing", "PruneResult", "cache_list", "cache_prune", "parse_age", "CACHE_KINDS"]
 
@@ -54,6 +57,8 @@ def _estimate_files(root: Path) -> list[Path]:
 
 
 def cache_list() -> CacheListing:
+    from np_optimizer.compile.cache import CompileCache
+
     root = cache_root()
     estimates = _estimate_files(root)
     return CacheListing(root=root, compiled_folder=CompileCache().root, compiled=CompileCache().entries(), estimates=len(estimates),
@@ -64,6 +69,8 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
     """Remove entries last used more than `older_than` ago (every entry without it)."""
     if kind not in CACHE_KINDS:
         raise UsageError(f"Unknown --kind '{kind}'.", hint=f"Kinds: {', '.join(CACHE_KINDS)}.", code="NP-CCH-400")
+    from np_optimizer.compile.cache import CompileCache
+
     cutoff = time.time() - parse_age(older_than) if older_than else float("inf")
     root = cache_root()
     removed_c = removed_e = kept_c = kept_e = freed = 0

@@ -10,7 +10,7 @@ from typing import Any
 
 from np_optimizer.errors import NotFoundError, UsageError
 from np_optimizer.layers.coverage import BOUNDARY_OPS
-from np_optimizer.layers.files import aggregate, layers_path, read_layers
+from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.report.model import PipelineRow, build_experiment_report
@@ -34,12 +34,13 @@ class LayersRecord:
     layer_count: int
     file: str
     warnings: tuple[str, ...] = ()
+    snr: dict[str, Any] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
 
     def to_dict(self) -> dict[str, Any]:
         return {"experiment": self.experiment, "checkpoint": self.checkpoint, "device": self.device,
                 "method": self.method, "result_kind": self.result_kind, "cost": self.cost,
                 "coverage": self.coverage, "layers": list(self.layers), "layer_count": self.layer_count,
-                "file": self.file, "warnings": list(self.warnings)}
+                "file": self.file, "snr": self.snr, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -151,10 +152,35 @@ def layers_report(*, checkpoint: str | None = None, experiment: str | None = Non
             raise
         doc = fallback
     result = row.profile or {}
+    numerics, unreadable = read_numerics(exp.root, row.fidelity)
+    snr = _snr_by_key(numerics)
+    layers = [entry | _snr_fields(snr.get(entry["key"])) if snr else entry for entry in top_layers(doc, top)]
+    about = None
+    if numerics is not None:
+        about = {k: numerics.get(k) for k in ("vs", "unit", "inputs", "source", "evaluated_on")} | {
+            "file": ((row.fidelity or {}).get("layers") or {}).get("file")}
+    elif row.checkpoint == "INPUT_MODEL":
+        about = {"vs": None, "unit": "dB", "reference": True,
+                 "evaluated_on": "INPUT_MODEL is the reference every other checkpoint's per-layer SNR is measured "
+                                 "against"}
     return LayersRecord(exp.name, row.checkpoint, str(result.get("device")), str(result.get("method")),
                         str(doc.get("result_kind", result.get("result_kind"))), dict(doc.get("cost") or {}),
-                        doc.get("coverage"), tuple(top_layers(doc, top)), len(doc.get("layers") or []),
-                        doc["_file"], tuple(doc.get("warnings") or ()))
+                        doc.get("coverage"), tuple(layers), len(doc.get("layers") or []),
+                        doc["_file"], tuple(doc.get("warnings") or ()) + ((unreadable,) if unreadable else ()),
+                        about)
+
+
+def _snr_by_key(numerics: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    return {str(r.get("key")): r for r in (numerics or {}).get("layers") or []}
+
+
+def _snr_fields(row: dict[str, Any] | None) -> dict[str, Any]:
+    """A layer's per-layer SNR against INPUT_MODEL (None with the reason when it has none)."""
+    if row is None:
+        return {"snr_db": None, "snr_identical": None, "snr_note": "no per-layer output of this key in the "
+                "exported program (a layer the compiler added, or one that only moves data)"}
+    return {"snr_db": row.get("snr_db"), "snr_identical": bool(row.get("identical")),
+            **({"snr_note": row["note"]} if row.get("note") else {})}
 
 
 def _graph_path(exp: Experiment, row: PipelineRow) -> Path | None:
@@ -238,10 +264,18 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
             document = None
             warnings.append(f"{owner.name}/{row.checkpoint}: no per-layer costs ({exc.message})")
         label = row.checkpoint if owner == exp else f"{owner.name}/{row.checkpoint}"
+        numerics, unreadable = read_numerics(owner.root, row.fidelity)
+        if unreadable:
+            warnings.append(f"{owner.name}/{row.checkpoint}: {unreadable}")
+        reference = row.checkpoint == "INPUT_MODEL"
         columns.append({"label": label, "experiment": owner.name, "checkpoint": row.checkpoint,
-                        "device": (row.profile or {}).get("device") or (row.lowering or {}).get("device"), "method": (row.profile or {}).get("method"),
+                        "device": (row.profile or {}).get("device") or (row.lowering or {}).get("device"),
+                        "method": (row.profile or {}).get("method"),
                         "result_kind": (row.profile or {}).get("result_kind"), "totals": _totals(row),
-                        "layers": document, "placement": _placement(owner, row)})
+                        "layers": document, "placement": _placement(owner, row),
+                        "snr": {} if reference else (_snr_by_key(numerics) if numerics else None),
+                        "snr_reference": reference,
+                        "module_map": dict((numerics or {}).get("module_map_from_input") or {})})
     diffs = [{"base": columns[0]["label"], "other": c["label"], **layer_diff(columns[0], c)} for c in columns[1:]]
     if len({c["device"] for c in columns}) > 1:
         warnings.append("The checkpoints were profiled on different devices: their totals are not comparable as "
@@ -252,6 +286,6 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
         if partial:
             text = next(t["coverage"] for t in totals.values() if t.get("coverage"))
             warnings.append(f"{c['label']}: {', '.join(partial)} are {text}.")
-    slim = tuple({k: v for k, v in c.items() if k != "layers"} | {"has_layers": c["layers"] is not None}
-                 for c in columns)
+    slim = tuple({k: v for k, v in c.items() if k not in ("layers", "snr")}
+                 | {"has_layers": c["layers"] is not None, "has_layer_snr": c["snr"] is not None} for c in columns)
     return CompareRecord(slim, tuple(compare_totals(columns)), tuple(diffs), tuple(warnings))

@@ -13,7 +13,6 @@ from np_optimizer.cli.options import BudgetOpt, CheckAllOpt, CheckOpt, Experimen
 from np_optimizer.cli.render import line, out, print_json
 from np_optimizer.errors import UsageError
 from np_optimizer.records import RunSummary, to_dict
-from np_optimizer.report.rounds import round_failures
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]
@@ -34,6 +33,8 @@ def print_summary(summary: RunSummary) -> None:
         marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
         out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
         hints: dict[str, None] = {}
+        from np_optimizer.report.rounds import round_failures
+
         for name, message, hint in round_failures(summary.profile):
             line("  ", (f"{name}:", "red"), " ", message)
             if hint:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -11,8 +11,10 @@ from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import heading, line, out, print_json, print_table
 from np_optimizer.errors import UsageError
-from np_optimizer.plan import Plan
 from np_optimizer.records import ValidationReport, to_dict
+
+if TYPE_CHECKING:
+    from np_optimizer.plan import Plan
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run.yaml[,run.detail.yaml] to check instead.")]
 

@@ -13,7 +13,7 @@ from np_optimizer.profiler.render import humanize_count
 __all__ = ["show_layers", "show_compare"]
 
 _LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "share_pct", "overhead_cost",
-                "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "raw_ids"]
+                "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "snr_db", "raw_ids"]
 
 
 def _num(value: Any, unit: str = "") -> str:
@@ -38,13 +38,14 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
                  unit, e.get("share_pct"), e.get("overhead_cost"), e.get("macs"), e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
+                 "identical" if e.get("snr_identical") else e.get("snr_db"),
                  " ".join(e.get("raw_ids") or [])] for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), _num(e.get("cost"), unit),
               "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", _num(e.get("overhead_cost"), unit),
               "-" if e.get("macs") is None else humanize_count(e["macs"]),
-              "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%",
+              "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%", _snr(e, record.snr),
               ", ".join((e.get("raw_ids") or [])[:2]) + (" ..." if len(e.get("raw_ids") or []) > 2 else "")]
              for e in record.layers]
     title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
@@ -54,13 +55,32 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     if coverage.get("partial"):
         caption += f". {PARTIAL_MARK} {coverage_text(coverage)}"
     print_table(title, ["Layer (module path)", "Class", "Placement", unit.capitalize(), "Share", "Overhead",
-                        "MACs", "MAC util", "Tool id"], cells, caption=caption)
+                        "MACs", "MAC util", "SNR (dB)", "Tool id"], cells, caption=caption)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
+    snr = record.snr or {}
+    if snr.get("reference"):
+        line("  ", ("SNR: INPUT_MODEL is the reference of every checkpoint's per-layer SNR", "dim"))
+    elif snr:
+        line("  ", (f"SNR: each layer's output against the same layer of {snr.get('vs')} on {snr.get('inputs')} "
+                    f"inputs ({snr.get('source')}), exported programs run end to end (a layer's SNR includes the "
+                    "error of the layers before it)", "dim"))
     for text in record.warnings:
         warn(text)
     if coverage.get("partial") and coverage.get("left_out"):
         warn("Not estimated (run on the CPU): " + ", ".join(e["key"] for e in coverage["left_out"]))
+
+
+def _snr(entry: dict[str, Any], about: dict[str, Any] | None) -> str:
+    if about is None or about.get("reference"):
+        return "(ref)" if about else "-"
+    if entry.get("snr_identical"):
+        return "identical"
+    return "-" if entry.get("snr_db") is None else f"{entry['snr_db']:.1f}"
+
+
+def _db(value: Any, identical: bool) -> str:
+    return "identical" if identical else "-" if value is None else f"{value:.1f}"
 
 
 def _cell(cell: dict[str, Any] | None, first: bool) -> str:
@@ -105,6 +125,10 @@ def show_compare(record: CompareRecord, mode: str) -> None:
             print_plain(["key", "before", "after"], [[p["key"], p["before"], p["after"]]
                                                      for p in diff["placement_changes"]],
                         section=f"layer_placement:{diff['other']}")
+            print_plain(["key", "before_db", "after_db", "delta_db"],
+                        [[d["key"], "identical" if d["before_identical"] else d["before"], d["after"],
+                          "" if d["delta"] is None else d["delta"]] for d in diff["snr_drops"]],
+                        section=f"layer_snr:{diff['other']}")
         return
     print_table("Totals (deltas against " + labels[0] + ")", ["Metric", *labels],
                 [[f"{t['label']} ({t['unit']})", *(_cell(c, i == 0) for i, c in enumerate(t["cells"]))]
@@ -113,7 +137,8 @@ def show_compare(record: CompareRecord, mode: str) -> None:
     for diff in record.diffs:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
-        changes = [[c["key"], c.get("class") or "-", _num(c["before"]), _num(c["after"]), _num(c["delta"])]
+        changes = [[c["key"] + (f" (+ {', '.join(c['merged'])} fused)" if c.get("merged") else ""),
+                    c.get("class") or "-", _num(c["before"]), _num(c["after"]), _num(c["delta"])]
                    for c in diff["cost_changes"]]
         if changes:
             print_table(f"Layers whose {field} changed most: {diff['base']} -> {diff['other']}",
@@ -121,7 +146,14 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         moves = [[p["key"], p["before"], p["after"]] for p in diff["placement_changes"]]
         if moves:
             print_table(f"Layers that moved: {diff['base']} -> {diff['other']}", ["Layer", "Before", "After"], moves)
-        if not changes and not moves:
-            line(f"{diff['base']} -> {diff['other']}: no per-layer costs to compare and no layer moved.")
+        drops = [[d["key"], d.get("class") or "-", _db(d["before"], d["before_identical"]), _db(d["after"], False),
+                  "-" if d["delta"] is None else f"{d['delta']:+.1f}"] for d in diff["snr_drops"]]
+        if drops:
+            print_table(f"Layers whose SNR dropped most: {diff['base']} -> {diff['other']}",
+                        ["Layer", "Class", "Before (dB)", "After (dB)", "Change"], drops,
+                        caption="SNR of each layer's output against INPUT_MODEL's same layer; ranked by the noise "
+                                "each layer gained")
+        if not changes and not moves and not drops:
+            line(f"{diff['base']} -> {diff['other']}: no per-layer costs or SNR to compare and no layer moved.")
     for text in record.warnings:
         warn(text)

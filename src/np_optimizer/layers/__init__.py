@@ -15,4 +15,6 @@ overhead. Each tool's raw id (TOSA tensor name, node name) is kept beside the ke
                   event tracer; the pip runtime has none, so this is used by bench/layers_host.py only so far)
     files.py      the per-round per-layer file (layers.json) beside the round's artifacts, read without torch
     views.py      top-N layers of a checkpoint, and the N-way compare with the layer diff (no torch)
+    numerics.py   each layer's output against INPUT_MODEL's same layer, as SNR: the job's layers_snr.json (torch)
+    lineage.py    the old -> new key map of a step that fused or removed layers (bn -> conv), composed (no torch)
 """

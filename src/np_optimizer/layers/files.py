@@ -16,7 +16,7 @@ from typing import Any
 from np_optimizer.errors import NotFoundError
 from np_optimizer.workspace.files import CorruptFileError, read_json
 
-__all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "layers_path"]
+__all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "layers_path", "read_numerics"]
 
 LAYERS_FILE = "layers.json"
 LAYERS_SCHEMA = 1
@@ -84,3 +84,18 @@ def read_layers(path: Path) -> dict[str, Any]:
         raise NotFoundError(f"The per-layer file {path} is of another np version.", hint="Profile the checkpoint "
                             "again with this np (np profile CHECKPOINT --force).", code="NP-RPT-404")
     return data
+
+
+def read_numerics(experiment: Path, fidelity: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The job's per-layer SNR file (numerics.py's layers_snr.json) its fidelity references, or None with no
+    warning when the job has none (INPUT_MODEL, a job of an older np), or None with a warning when it is unreadable."""
+    name = ((fidelity or {}).get("layers") or {}).get("file")
+    if not name:
+        return None, None
+    try:
+        data = read_json(experiment / name)
+    except (OSError, CorruptFileError) as exc:
+        return None, f"The per-layer SNR file {name} is unreadable ({exc}): no per-layer SNR shown."
+    if int(data.get("schema_version") or 0) > 1 or not isinstance(data.get("layers"), list):
+        return None, f"The per-layer SNR file {name} is of another np version: no per-layer SNR shown."
+    return data, None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["top_layers", "TOTALS", "compare_totals", "layer_diff"]
+__all__ = ["top_layers", "TOTALS", "compare_totals", "layer_diff", "ROUNDING_DB"]
 
 # (metric type, label, unit shown, lower is better)
 TOTALS: tuple[tuple[str, str, str, bool], ...] = (
@@ -59,13 +59,68 @@ def compare_totals(columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _by_key(document: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    return {entry["key"]: entry for entry in (document or {}).get("layers") or []}
+def _by_key(document: dict[str, Any] | None, names: dict[str, str | None] | None = None) -> dict[str, dict[str, Any]]:
+    """The document's layers by key; with `names` (old key -> key in the other checkpoint), layers fused into one
+    are merged: costs and shares added, the merged keys listed."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in (document or {}).get("layers") or []:
+        key = (names or {}).get(entry["key"], entry["key"]) or entry["key"]
+        if key not in out:
+            out[key] = dict(entry) | {"merged": [] if key == entry["key"] else [entry["key"]]}
+            continue
+        merged = out[key]
+        for field in ("cost", "share_pct"):
+            if entry.get(field) is not None:
+                merged[field] = (merged.get(field) or 0) + entry[field]
+        merged["merged"] = [*merged["merged"], entry["key"]]
+    return out
+
+
+def _nsr(cell: dict[str, Any] | None, reference: bool) -> float | None:
+    """Noise-to-signal ratio (linear) of a per-layer SNR cell; 0 for identical (and for the reference itself)."""
+    if reference or (cell is not None and cell.get("identical")):
+        return 0.0
+    if cell is None or cell.get("snr_db") is None:
+        return None
+    return float(10.0 ** (-float(cell["snr_db"]) / 10.0))
+
+
+# A layer SNR at or above this is float32 rounding (a re-associated sum, a folded BN), not a loss worth listing.
+ROUNDING_DB = 100.0
+
+
+def _snr_drops(base: dict[str, Any], other: dict[str, Any], names: dict[str, str | None],
+               limit: int) -> list[dict[str, Any]]:
+    """Layers whose SNR against INPUT_MODEL is lower in `other` than in `base`, by how much noise they gained (the
+    rise of the noise-to-signal ratio: a drop from identical to 40 dB ranks below one from 30 to 10 dB)."""
+    if base.get("snr") is None or other.get("snr") is None:
+        return []
+    before = {(names.get(k, k) or k): v for k, v in base["snr"].items()}
+    drops = []
+    for key, cell in other["snr"].items():
+        old = before.get(key)
+        nsr_a, nsr_b = _nsr(old, bool(base.get("snr_reference"))), _nsr(cell, bool(other.get("snr_reference")))
+        if nsr_a is None or nsr_b is None or nsr_b <= max(nsr_a, 10.0 ** (-ROUNDING_DB / 10.0)):
+            continue  # no drop, or one within float32 rounding
+        identical_a = bool(base.get("snr_reference")) or bool((old or {}).get("identical"))
+        a, b = None if identical_a else (old or {}).get("snr_db"), cell.get("snr_db")
+        drops.append({"key": key, "class": cell.get("class"), "before": a, "before_identical": identical_a,
+                      "after": b, "delta": None if a is None or b is None else round(float(b) - float(a), 3),
+                      "noise_gain": nsr_b - nsr_a})
+    drops.sort(key=lambda d: -d["noise_gain"])
+    return drops[:limit]
 
 
 def layer_diff(base: dict[str, Any], other: dict[str, Any], limit: int = 10) -> dict[str, Any]:
-    """Layers whose cost changed most, layers that moved between NPU/delegate and CPU, layers whose SNR dropped."""
-    first, second = _by_key(base.get("layers")), _by_key(other.get("layers"))
+    """Layers whose cost changed most, layers that moved between NPU/delegate and CPU, layers whose SNR dropped.
+    Keys are matched through the checkpoints' maps from INPUT_MODEL (lineage.py): a BN fused into its conv is
+    compared as part of that conv, not shown as removed."""
+    from np_optimizer.layers.lineage import translate
+
+    base_layers = (base.get("layers") or {}).get("layers") or []
+    known = {e["key"] for e in base_layers} | set(base.get("placement") or {}) | set(base.get("snr") or {})
+    names = translate(known, base.get("module_map") or {}, other.get("module_map") or {})
+    first, second = _by_key(base.get("layers"), names), _by_key(other.get("layers"))
     same_unit = ((base.get("layers") or {}).get("cost") or {}).get("unit") == \
         ((other.get("layers") or {}).get("cost") or {}).get("unit")
     changes: list[dict[str, Any]] = []
@@ -78,15 +133,15 @@ def layer_diff(base: dict[str, Any], other: dict[str, Any], limit: int = 10) -> 
         va, vb = (a or {}).get(field), (b or {}).get(field)
         delta = float(vb or 0) - float(va or 0)
         changes.append({"key": key, "class": (b or a or {}).get("class"), "before": va, "after": vb, "delta": delta,
-                        "field": field, "only_in": None if a and b else ("after" if b else "before")})
+                        "field": field, "only_in": None if a and b else ("after" if b else "before"),
+                        "merged": [m for m in (a or {}).get("merged") or [] if m != key]})
     changes.sort(key=lambda c: -abs(c["delta"]))
     placements = {}
-    for key, where in (base.get("placement") or {}).items():
+    for old, where in (base.get("placement") or {}).items():
+        key = names.get(old) or old
         after = (other.get("placement") or {}).get(key)
-        if after is not None and after != where:
+        if after is not None and after != where and key not in placements:
             placements[key] = {"key": key, "before": where, "after": after}
-    snr_a, snr_b = base.get("snr") or {}, other.get("snr") or {}
-    drops = sorted(({"key": k, "before": snr_a.get(k), "after": v, "delta": v - snr_a[k]} for k, v in snr_b.items()
-                    if k in snr_a and v is not None and snr_a[k] is not None), key=lambda d: d["delta"])
     return {"cost_changes": changes[:limit], "cost_field": "cost" if same_unit else "share_pct",
-            "placement_changes": list(placements.values()), "snr_drops": drops[:limit]}
+            "placement_changes": list(placements.values()), "snr_drops": _snr_drops(base, other, names, limit),
+            "matched": {old: new for old, new in names.items() if new is not None and new != old}}

@@ -16,6 +16,7 @@ from np_optimizer.workspace import Experiment, Project
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
+    from np_optimizer.layers.numerics import Taps
     from np_optimizer.models.source import LoadedModel
 
 __all__ = ["CheckpointRef", "RunContext", "StepContext", "StepOutcome"]
@@ -42,6 +43,8 @@ class RunContext:
     example_inputs: tuple[Any, ...] = ()
     evaluation: InputSet | None = None
     reference_outputs: list[Any] = field(default_factory=list)
+    reference_taps: Taps | None = None  # INPUT_MODEL's per-layer outputs on the evaluation inputs
+    module_map: dict[str, str | None] = field(default_factory=dict)  # INPUT_MODEL's keys that the steps so far fused
     loaded_model: LoadedModel | None = None
 
     def calibration(self, num_samples: int) -> InputSet:
@@ -68,6 +71,3 @@ class StepOutcome:
     changes: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
-    # the program's outputs on run.evaluation's samples, when the step computed them (its verification): the job's
-    # fidelity then does not run the program again
-    outputs: list[Any] | None = None

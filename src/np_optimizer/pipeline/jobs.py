@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, reuse_note
 from np_optimizer.errors import ToolError, error_record
+from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord
@@ -75,6 +76,7 @@ class JobRunner:
             record = self.store.read_job(name)
             if record is not None:
                 self.store.write_job(replace(record, status="reused"))
+                self.run.module_map = compose(self.run.module_map, record.changes.get("module_map") or {})
             return reused
         job_dir = self.store.job_dir(name)
         artifacts = job_dir / "artifacts"
@@ -110,7 +112,8 @@ class JobRunner:
                 compiled = None
                 self.log.info(f"{checkpoint} is not lowered for {self.run.device.name} now: it is not listed under "
                               "profile: (np profile lowers it when asked)")
-            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir))
+            key_map = compose(self.run.module_map, outcome.changes.get("module_map") or {})
+            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir, checkpoint, key_map))
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
@@ -123,8 +126,11 @@ class JobRunner:
             warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
         done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
-                       compile=compiled.to_dict() if compiled else {}, fidelity=fidelity, warnings=tuple(warnings), timings=timings)
+                       compile=compiled.to_dict() if compiled else {}, fidelity=fidelity, warnings=tuple(warnings),
+                       timings=timings)
         self.store.write_job(done)
+        if input_ref is not None:
+            self.run.module_map = key_map
         return ref
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
@@ -167,25 +173,39 @@ class JobRunner:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
         return compiled
 
-    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult | None, job_dir: Path) -> dict[str, Any]:
-        """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program (the step's own outputs on
-        them when it computed them already), and the .pte on this machine when the device's backend runs here
-        (XNNPACK) and the checkpoint was lowered."""
-        import torch
-
+    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult | None, job_dir: Path, checkpoint: str,
+                  key_map: dict[str, str | None]) -> dict[str, Any]:
+        """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program, and the .pte on this
+        machine when the device's backend runs here (XNNPACK) and the checkpoint was lowered; and each layer's output
+        against INPUT_MODEL's same layer, from the same pass (layers_snr.json)."""
         from np_optimizer.fidelity import compare_outputs
+        from np_optimizer.layers.numerics import layer_snr, tap, write_numerics
 
         evaluation = self.run.evaluation
         if evaluation is None or not self.run.reference_outputs:
             return {}
-        outputs = outcome.outputs
-        if outputs is None:
-            module = outcome.program.module()
-            with torch.no_grad():
-                outputs = [module(*x) for x in evaluation.samples]
+        start = time.perf_counter()
+        taps = tap(outcome.program, evaluation.samples)
+        outputs = taps.outputs
         result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
                                   "program": compare_outputs(self.run.reference_outputs, outputs),
                                   "evaluated_on": "exported program (PyTorch reference kernels)"}
+        reference = self.run.reference_taps
+        failed = reference.error if reference is not None else "no reference"
+        rows: list[dict[str, Any]] = []
+        if reference is not None and not (failed := failed or taps.error):
+            try:
+                rows = layer_snr(reference, taps, key_map)
+            except Exception as exc:  # a view's numbers never fail the job
+                failed = f"{type(exc).__name__}: {exc}"
+        if failed:
+            result["layers"] = {"error": f"no per-layer SNR: {failed}"}
+        else:
+            result["layers"] = write_numerics(job_dir / "artifacts", checkpoint=checkpoint, rows=rows, key_map=key_map,
+                                              inputs=len(evaluation.samples), source=evaluation.source,
+                                              seconds=time.perf_counter() - start,
+                                              relative_to=self.store.experiment.root)
+        del taps
         if compiled is not None and compiled.status == "ok" and self.run.device.backend_spec.runs_on_host \
                 and compiled.pte_file:
             from np_optimizer.adapters.executorch_runtime import run_pte

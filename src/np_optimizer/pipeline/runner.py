@@ -39,9 +39,8 @@ def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
 
 def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
     """Example inputs, evaluation inputs and INPUT_MODEL's outputs on them: what every fidelity is measured against."""
-    import torch
-
     from np_optimizer.graph.program_io import load_inputs
+    from np_optimizer.layers.numerics import tap
     from np_optimizer.pipeline.data import evaluation_inputs
 
     if not run.example_inputs:
@@ -51,9 +50,9 @@ def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
     run.evaluation = evaluation_inputs(run.calibration_dir, run.example_inputs,
                                        int(globals_["evaluation"]["num_samples"]), int(globals_["seed"]),
                                        skip=num_calibration)
-    module = program.module()
-    with torch.no_grad():
-        run.reference_outputs = [module(*x) for x in run.evaluation.samples]
+    # one pass per input keeps INPUT_MODEL's outputs and every layer's output (the per-layer SNR's reference)
+    run.reference_taps = tap(program, run.evaluation.samples)
+    run.reference_outputs = run.reference_taps.outputs
 
 
 def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
@@ -166,7 +165,22 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
         program = jobs.program_of(input_ref)
         ctx = StepContext(run=run, options=options, input=input_ref, program=program, artifacts_dir=artifacts,
                           log=log, progress=lambda text: progress(f"{name}: {text}"))
-        return step_function(step)(ctx, step)
+        from np_optimizer.layers.lineage import LayerGraph, module_map
+        from np_optimizer.layers.numerics import layer_graph
+
+        try:  # before the step runs: a step may edit its input in place
+            before: LayerGraph | None = layer_graph(program.module())
+        except Exception:  # a graph np cannot key: no map, never a failed step
+            before = None
+        outcome = step_function(step)(ctx, step)
+        # which of the input's layer keys the step fused or removed (a BN folded into its conv): old -> new or None
+        try:
+            outcome.changes["module_map"] = module_map(before, layer_graph(outcome.program.module())) \
+                if before is not None else {}
+        except Exception as exc:
+            outcome.changes["module_map"] = {}
+            outcome.changes["module_map_error"] = f"{type(exc).__name__}: {exc}"
+        return outcome
 
     ref = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
                        parameters=parameters, hash_=config_hash(payload), produce=produce)

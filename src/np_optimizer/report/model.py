@@ -29,6 +29,7 @@ class PipelineRow:
     profile: dict[str, Any] | None = None  # the inline profile result
     listed: bool = False  # in run.yaml's profile list
     lowering: dict[str, Any] | None = None
+    fidelity: dict[str, Any] | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
 
     @property
     def finished(self) -> bool:
@@ -92,7 +93,8 @@ def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str])
     checkpoint = entry.get("checkpoint", "")
     row = PipelineRow(model="input_model" if entry.get("step_type") == "input_model" else entry.get("job", ""),
                       checkpoint=checkpoint, step_type=entry.get("step_type", ""), status=entry.get("status", ""),
-                      profile=result, listed=checkpoint in listed, lowering=entry.get("lowering"))
+                      profile=result, listed=checkpoint in listed, lowering=entry.get("lowering"),
+                      fidelity=entry.get("fidelity"))
     if result is not None and result.get("status") == "SUCCESS":
         for metric in result.get("metrics", []):
             row.metrics[metric["metric_type"]] = {**metric, "method": result.get("method"),

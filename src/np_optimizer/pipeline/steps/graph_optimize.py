@@ -63,9 +63,7 @@ def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcom
     after = {"nodes": node_count(program), "ops": op_histogram(program)}
     changes = {"passes": state.applied, "before": before, "after": after, "tolerance": tolerance,
                "verified_on": verified_on}
-    on_evaluation = run.evaluation is not None and inputs is run.evaluation.samples
-    return StepOutcome(program=program, changes=changes, warnings=state.warnings,
-                       outputs=current if on_evaluation else None)
+    return StepOutcome(program=program, changes=changes, warnings=state.warnings)
 
 
 class _Passes:
@@ -158,8 +156,8 @@ class _Passes:
 
 
 def _verification_inputs(ctx: StepContext) -> tuple[list[Any], str]:
-    """The run's evaluation inputs (the example input first), on which the job's fidelity is measured too, so the
-    passes' outputs serve both; else the example input and 8 calibration samples."""
+    """The run's evaluation inputs (the example input first), on which INPUT_MODEL's outputs are already known;
+    else the example input and 8 calibration samples."""
     evaluation = ctx.run.evaluation
     if evaluation is not None and len(evaluation.samples) > 1:
         return evaluation.samples, f"the {len(evaluation.samples)} evaluation inputs ({evaluation.source})"

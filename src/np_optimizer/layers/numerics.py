@@ -1,0 +1,202 @@
+"""Per-layer numerics: each layer's output in a checkpoint against the same layer of INPUT_MODEL, as SNR (dB), so a
+user sees which layers lose the SNR. Needs torch.
+
+How: one run of each exported program through a `torch.fx.Interpreter` that keeps the output of every layer (the
+last compute op of each layer key, keys.py) on the evaluation inputs; both programs run end to end on their own, so a
+layer's SNR includes the error of every layer before it (the error the model's output sees there). Layers are
+matched by key; a key that a step fused away (a BN folded into its conv) is matched through lineage.py's map, so the
+conv of a quantized checkpoint is compared with INPUT_MODEL's BN output, not with its conv's. Why not ExecuTorch's
+Inspector (`calculate_numeric_gap`): it needs an ETDump of a runtime built with the event tracer (the pip runtime has
+none) and runs the lowered .pte, whose fused delegates hide the layers inside them; the exported programs keep every
+layer and run here for every backend.
+
+    layer_graph(gm)                 the layers of a graph module (lineage.LayerGraph)
+    tap(program, samples)           outputs and per-layer values on the samples (one Interpreter pass each)
+    layer_snr(reference, test, map) per-layer SNR of `test` against `reference`
+    write_numerics(...)             the job's layers_snr.json, and the summary job.json keeps
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.layers.keys import assign_keys
+from np_optimizer.layers.lineage import INPUT, LayerGraph
+from np_optimizer.workspace.files import write_json
+
+if TYPE_CHECKING:
+    import torch
+    from torch.export import ExportedProgram
+    from torch.fx import GraphModule
+
+__all__ = ["NUMERICS_FILE", "NUMERICS_SCHEMA", "Taps", "layer_graph", "tap", "layer_snr", "write_numerics"]
+
+NUMERICS_FILE = "layers_snr.json"
+NUMERICS_SCHEMA = 1
+
+
+def layer_graph(gm: GraphModule) -> LayerGraph:
+    """Keys of every call_function node (keys.py's rules), each layer's output node, producers and liveness."""
+    import torch
+
+    from np_optimizer.compile.stats import op_name
+
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    keys = assign_keys(((n.name, op_name(n), n.meta.get("nn_module_stack"),
+                         [a.name for a in n.all_input_nodes if a.op == "call_function"], n.meta.get("torch_fn"))
+                        for n in nodes))
+    graph = LayerGraph()
+    label_of = {name: key.label for name, key in keys.items()}
+    for index, node in enumerate(nodes):
+        key = keys[node.name]
+        label = key.label
+        if label not in graph.info:
+            graph.labels.append(label)
+            graph.info[label] = key.to_dict()
+            graph.producers[label] = set()
+        for source in node.all_input_nodes:
+            if source.op == "placeholder":
+                graph.producers[label].add(INPUT)
+            elif source.name in label_of and label_of[source.name] != label:
+                graph.producers[label].add(label_of[source.name])
+        value = node.meta.get("val")
+        # the layer's output as the next layer reads it: its last float result, after the (de)quantize and reshape
+        # attributed to it, so a layer's output quantization counts against that layer (a pad module is a layer too)
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            graph.outputs[label], graph.position[label] = node.name, index
+    live: set[str] = set()
+    stack = list(gm.graph.output_node().all_input_nodes)
+    while stack:  # every node with a path to the outputs
+        node = stack.pop()
+        if node.name not in live:
+            live.add(node.name)
+            stack.extend(node.all_input_nodes)
+    graph.live = {label_of[name] for name in live if name in label_of}
+    return graph
+
+
+@dataclass
+class Taps:
+    """One program run on the samples: its outputs, and each layer's output per sample."""
+
+    graph: LayerGraph
+    outputs: list[Any]
+    values: dict[str, list[torch.Tensor]]
+    error: str | None = None  # why no layer was kept (the outputs are still the program's)
+
+
+def tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
+    """Run `program` on each sample once, keeping the model's outputs and every layer's output. Per-layer numerics
+    never fail a job: a graph the Interpreter cannot run (or key) gives the plain outputs and the reason."""
+    import torch
+
+    try:
+        return _tap(program, samples)
+    except Exception as exc:  # the plain run below raises again if the program itself is broken
+        with torch.no_grad():
+            module = program.module()
+            outputs = [module(*x) for x in samples]
+        return Taps(LayerGraph(), outputs, {}, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+
+def _tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
+    import torch
+
+    gm = program.module()
+    graph = layer_graph(gm)
+    wanted = {name: label for label, name in graph.outputs.items()}
+
+    class _Tap(torch.fx.Interpreter):
+        def __init__(self) -> None:
+            super().__init__(gm)
+            self.kept: dict[str, torch.Tensor] = {}
+
+        def run_node(self, n: torch.fx.Node) -> Any:
+            result = super().run_node(n)
+            if n.name in wanted and isinstance(result, torch.Tensor):
+                self.kept[wanted[n.name]] = result.detach()
+            return result
+
+    outputs: list[Any] = []
+    values: dict[str, list[torch.Tensor]] = {}
+    with torch.no_grad():
+        for sample in samples:
+            interpreter = _Tap()
+            outputs.append(interpreter.run(*sample))
+            for label, value in interpreter.kept.items():
+                values.setdefault(label, []).append(value)
+    return Taps(graph, outputs, values)
+
+
+def _snr(reference: list[torch.Tensor], test: list[torch.Tensor]) -> tuple[float | None, bool]:
+    """(SNR in dB over every sample together, identical); None when the reference carries no signal."""
+    import torch
+
+    signal = noise = 0.0
+    for r, t in zip(reference, test):
+        # dot products in the tensors' own dtype (BLAS, no float64 copies: those cost seconds per job on a ResNet);
+        # each sample's sums are added in Python floats (float64)
+        kind = r.dtype if r.dtype in (torch.float32, torch.float64) else torch.float32  # half: no CPU dot
+        a, b = r.detach().reshape(-1).to(kind), t.detach().reshape(-1).to(kind)
+        diff = a - b
+        signal += float(torch.dot(a, a))
+        noise += float(torch.dot(diff, diff))
+    if noise == 0.0:
+        return None, True
+    if signal == 0.0 or not math.isfinite(noise):
+        return None, False
+    return round(10.0 * math.log10(signal / noise), 3), False
+
+
+def layer_snr(reference: Taps, test: Taps, key_map: Mapping[str, str | None]) -> list[dict[str, Any]]:
+    """One row per layer of `test` with an output: its SNR against the matching layer of `reference`. The matching
+    layer is the layer of the same key, or, when the step fused keys into it, the last of them (the fused layer's
+    output is theirs)."""
+    fused: dict[str, list[str]] = {}
+    for old, new in key_map.items():
+        if new is not None:
+            fused.setdefault(new, []).append(old)
+    rows = []
+    for label in test.graph.labels:
+        if label not in test.graph.outputs:
+            continue  # no float result (an integer index computation)
+        row: dict[str, Any] = {**test.graph.info[label], "node": test.graph.outputs[label]}
+        candidates = [c for c in [label if key_map.get(label, label) == label else None, *fused.get(label, [])]
+                      if c is not None and c in reference.graph.outputs]
+        if not candidates:
+            rows.append({**row, "snr_db": None, "identical": False,
+                         "note": "no layer of the reference has this key"})
+            continue
+        source = max(candidates, key=lambda c: reference.graph.position[c])
+        row.update(reference_key=source, reference_node=reference.graph.outputs[source])
+        if source != label:
+            row["fused"] = sorted(c for c in candidates if c != label)
+        ref_values, test_values = reference.values.get(source, []), test.values.get(label, [])
+        if len(ref_values) != len(test_values) or any(r.shape != t.shape for r, t in zip(ref_values, test_values)):
+            rows.append({**row, "snr_db": None, "identical": False,
+                         "note": "the layer's output has another shape than the reference's"})
+            continue
+        snr, identical = _snr(ref_values, test_values)
+        rows.append({**row, "snr_db": snr, "identical": identical,
+                     **({} if snr is not None or identical else {"note": "the reference output is all zeros"})})
+    return rows
+
+
+def write_numerics(folder: Path, *, checkpoint: str, rows: list[dict[str, Any]], key_map: Mapping[str, str | None],
+                   inputs: int, source: str, seconds: float, relative_to: Path) -> dict[str, Any]:
+    """Write the job's layers_snr.json; return the small summary job.json (and report.json) keep."""
+    path = folder / NUMERICS_FILE
+    write_json(path, {
+        "schema_version": NUMERICS_SCHEMA, "checkpoint": checkpoint, "vs": "INPUT_MODEL", "inputs": inputs,
+        "source": source, "unit": "dB",
+        "evaluated_on": "exported programs (PyTorch reference kernels); each layer's output against the same layer "
+                        "of INPUT_MODEL, both run end to end, so a layer's SNR includes the error of the layers "
+                        "before it",
+        "module_map_from_input": dict(key_map), "seconds": round(seconds, 3), "layers": rows})
+    ranked = sorted((r for r in rows if r.get("snr_db") is not None), key=lambda r: float(r["snr_db"]))
+    return {"file": str(path.relative_to(relative_to)), "layers": len(rows),
+            "lowest": [{"key": r["key"], "snr_db": r["snr_db"]} for r in ranked[:3]], "seconds": round(seconds, 3)}
