@@ -16,6 +16,8 @@ _LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_u
                 "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "snr_db", "raw_ids"]
 
 
+_COST_HEADER = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}  # the cost column, by its unit
+
 def _num(value: Any, unit: str = "") -> str:
     if value is None:
         return "-"
@@ -54,7 +56,7 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     coverage = record.coverage or {}
     if coverage.get("partial"):
         caption += f". {PARTIAL_MARK} {coverage_text(coverage)}"
-    print_table(title, ["Layer (module path)", "Class", "Placement", unit.capitalize(), "Share", "Overhead",
+    print_table(title, ["Layer (module path)", "Class", "Placement", _COST_HEADER.get(unit, unit), "Share", "Overhead",
                         "MACs", "MAC util", "SNR (dB)", "Tool id"], cells, caption=caption)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
