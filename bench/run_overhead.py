@@ -13,9 +13,11 @@ The two alternate (np, script, np, script, ...) so that a busy machine slows bot
 
     .venv/bin/python bench/run_overhead.py [--repeats 2] [--size 112]
 
-Measured on 2026-12-03 (2 cores, quiet machine, --repeats 3): np run 41.7 s, hand-written 37.2 s, ratio 1.12
-(per round 1.13, 1.18, 1.09). Before this change (8df7fe9: every checkpoint lowered, GO passes checked one by one,
-a fresh measuring process per checkpoint): np run 65.0 s against 36.2 s in the quiet round (1.80).
+Measured on 2026-12-04 (2 cores, quiet machine, --repeats 4): np run 23.0 s, hand-written 20.8 s, ratio 1.10
+(per round 1.12, 1.09, 1.11, 1.11). The same day without the warm measuring process started ahead (its imports then
+delayed the first measurement by about 1 s): 23.5 s against 19.9 s, 1.18. On 2026-12-03 (a slower machine): 41.7 s
+against 37.2 s, 1.12. Before the compile cache and lowering only what is asked for (8df7fe9: every checkpoint lowered,
+GO passes checked one by one, a fresh measuring process per checkpoint): 65.0 s against 36.2 s (1.80).
 """
 
 from __future__ import annotations

@@ -316,3 +316,18 @@ def test_the_script_runs_from_any_folder(models: MlpModels, tmp_path: Path) -> N
                            str(models.compiled_dir / "model.pte")], capture_output=True, text=True, timeout=60)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 2 and doc["error"]["kind"] == "usage"  # argument checks come before any import
+
+
+def test_a_warm_process_started_ahead_is_the_one_measurements_fork_from(models: MlpModels, tmp_path: Path) -> None:
+    """np run starts the warm process before its steps (start_warm, no waiting); the first measurement then uses
+    that process instead of starting another."""
+    from np_optimizer.profiler.measure import script_archive, warm
+
+    warm.stop_warm_processes()
+    warm.start_warm(sys.executable, script_archive())
+    started = warm._running[sys.executable].proc
+    output = _profile(request_for(models, tmp_path / "ahead", {"num_executions": 3, "warmup": 1, "timeout": 60}))
+    assert output.provenance["worker_start"].startswith("forked")
+    assert warm._running[sys.executable].proc is started
+    warm.stop_warm_processes()
+    assert started.poll() is not None

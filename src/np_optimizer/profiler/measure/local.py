@@ -29,9 +29,9 @@ from np_optimizer.profiler.measure import (
     script_archive,
     script_args,
 )
-from np_optimizer.profiler.measure.warm import warm_socket
+from np_optimizer.profiler.measure.warm import start_warm, warm_socket
 
-__all__ = ["measure_local", "TRANSPORT"]
+__all__ = ["measure_local", "prewarm_local_measuring", "TRANSPORT"]
 
 TRANSPORT = "local subprocess"
 _GUARD_MARGIN_S = 60.0
@@ -39,6 +39,11 @@ _GUARD_MARGIN_S = 60.0
 
 def _tail(text: str, n: int = 40) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-n:]
+
+
+def prewarm_local_measuring() -> None:
+    """Start the warm measuring process now (np run, before its steps): its imports then overlap the steps."""
+    start_warm(sys.executable, script_archive())
 
 
 def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = None,

@@ -2,6 +2,9 @@
 an np process, kept until it ends, so that each later measurement forks a worker with torch and the runtime already
 imported instead of importing them again (about 2 s per measured checkpoint).
 
+np run starts it at the beginning of a run that will measure here (`start_warm`), so that its imports overlap the
+steps on the other core instead of delaying the first measurement.
+
 $NP_MEASURE_WARM=0 turns it off (every worker is then a fresh process, as over SSH). If the warm process cannot be
 started or dies, measuring goes on with fresh processes: it is a speed-up, never a requirement.
 """
@@ -21,7 +24,7 @@ from pathlib import Path
 from np_optimizer.profiler.measure.measure_pte.parent import dies_with_parent
 from np_optimizer.profiler.measure.measure_pte.zygote import ZYGOTE_FLAG
 
-__all__ = ["warm_socket", "stop_warm_processes"]
+__all__ = ["start_warm", "warm_socket", "stop_warm_processes"]
 
 _READY_TIMEOUT_S = 300.0  # imports on a loaded machine
 
@@ -31,6 +34,7 @@ class _Warm:
     proc: subprocess.Popen[bytes]
     socket: str
     folder: Path
+    ready: bool = False  # it printed "ready": its imports worked
 
 
 _running: dict[str, _Warm] = {}
@@ -46,13 +50,13 @@ def _ready(proc: subprocess.Popen[bytes]) -> bool:
     return proc.stdout.readline().strip() == b"ready"
 
 
-def warm_socket(python: str, archive: Path) -> str | None:
-    """The socket of `python`'s warm measuring process, started now if needed; None when there is none."""
+def start_warm(python: str, archive: Path) -> None:
+    """Start `python`'s warm measuring process without waiting for it (a no-op when it runs or is turned off)."""
     if os.environ.get("NP_MEASURE_WARM", "1") == "0":
-        return None
+        return
     warm = _running.get(python)
     if warm is not None and warm.proc.poll() is None:
-        return warm.socket
+        return
     if warm is not None:
         _stop(python)
     folder = Path(tempfile.mkdtemp(prefix="np-warm-"))  # short: a Unix socket path has at most 107 bytes
@@ -63,12 +67,24 @@ def warm_socket(python: str, archive: Path) -> str | None:
                                 preexec_fn=dies_with_parent(signal.SIGTERM))
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
-        return None
+        return
     _running[python] = _Warm(proc, socket_path, folder)
-    if not _ready(proc):
-        _stop(python)
+
+
+def warm_socket(python: str, archive: Path) -> str | None:
+    """The socket of `python`'s warm measuring process, started now if needed; None when there is none."""
+    if os.environ.get("NP_MEASURE_WARM", "1") == "0":
         return None
-    return socket_path
+    start_warm(python, archive)
+    warm = _running.get(python)
+    if warm is None:
+        return None
+    if not warm.ready:
+        warm.ready = _ready(warm.proc)
+        if not warm.ready:
+            _stop(python)
+            return None
+    return warm.socket
 
 
 def _stop(python: str) -> None:
