@@ -49,6 +49,9 @@ def test_npu_profile_gives_full_mlia_set(npu_run: Path) -> None:
         assert result["artifacts"]["per_layer"] and (npu_run / result["artifacts"]["per_layer"]).is_file()
     assert "quantized by MLIA" in results["INPUT_MODEL"]["provenance"]["estimated_input"]
     assert any("float" in n for n in results["INPUT_MODEL"]["notices"])
+    # its Vela rows keep TOSA names, and the warning says why: MLIA compiled it, not np
+    assert any("MLIA quantized and compiled this float checkpoint itself" in w
+               for w in results["INPUT_MODEL"]["warnings"]), results["INPUT_MODEL"]["warnings"]
     assert results["GRAPH_QUANTIZE"]["provenance"]["estimated_input"].startswith("compiled .tosa")
     assert not results["GRAPH_QUANTIZE"]["notices"]
 

@@ -48,12 +48,14 @@ def ethos_u_layers(estimates: list[dict[str, Any]], compiled_dir: Path | None, *
     if len(estimates) > 1 and events is not None:
         warnings.append("ExecuTorch writes the Arm debug information of the last NPU partition only: rows of the "
                         "other partitions may keep their TOSA names.")
+    no_debug = "no debug information was recorded with the compile" if estimated_compiled else \
+        "MLIA quantized and compiled this float checkpoint itself, without ExecuTorch's debug information"
     for index, estimate in enumerate(estimates):
         path = _per_layer_csv(estimate)
         if path is None:
             warnings.append(f"MLIA wrote no Vela per-layer CSV for partition {index}: its layers are not listed.")
             continue
-        joined, notes = join_rows(read_per_layer_csv(path, index), events)
+        joined, notes = join_rows(read_per_layer_csv(path, index), events, no_debug=no_debug)
         rows += joined
         warnings += notes
     graph = _read_graph(compiled_dir) if compiled_dir and estimated_compiled else {}

@@ -95,9 +95,13 @@ def _lookup(name: str, keys: dict[str, LayerKey]) -> tuple[LayerKey | None, str 
     return (keys[best], best) if best else (None, None)
 
 
-def join_rows(rows: list[VelaRow], events: list[dict[str, Any]] | None,
-              root_class: str = "model") -> tuple[list[dict[str, Any]], list[str]]:
-    """Each Vela row with its layer key; rows whose name debug.json does not know keep their raw id as the key."""
+_NO_DEBUG = "no debug information was recorded with the compile"
+
+
+def join_rows(rows: list[VelaRow], events: list[dict[str, Any]] | None, root_class: str = "model", *,
+              no_debug: str = _NO_DEBUG) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each Vela row with its layer key; rows whose name debug.json does not know keep their raw id as the key.
+    `no_debug`: why there is no debug information, when `events` is None."""
     keys = _debug_keys(events, root_class) if events else {}
     out: list[dict[str, Any]] = []
     unmatched: list[str] = []
@@ -117,7 +121,7 @@ def join_rows(rows: list[VelaRow], events: list[dict[str, Any]] | None,
                                                                     if k != "raw_id"}})
     warnings = []
     if unmatched:
-        why = "no debug information was recorded with the compile" if not events else \
+        why = no_debug if not events else \
             "their TOSA names are not in the compile's debug information"
         warnings.append(f"{len(unmatched)} of {len(rows)} Vela rows are keyed by their TOSA name only ({why}): "
                         f"{', '.join(sorted(set(unmatched))[:5])}{' ...' if len(set(unmatched)) > 5 else ''}")
