@@ -321,6 +321,13 @@ def test_a_delta_inside_the_measured_spread_is_not_significant() -> None:
     assert cells[2]["better"] is False and abs(cells[2]["delta_pct"] - 20.0) < 1e-9
 
 
+def test_an_snr_identical_to_the_input_models_is_shown_without_a_delta() -> None:
+    columns = [{"totals": {}}, {"totals": {"SNR": {"value": None, "unit": "dB", "identical": True}}},
+               {"totals": {"SNR": {"value": 30.0, "unit": "dB"}}}]
+    cells = next(row for row in compare_totals(columns) if row["metric"] == "SNR")["cells"]
+    assert cells[0] is None and cells[1]["identical"] and "delta" not in cells[1] and cells[2]["value"] == 30.0
+
+
 def test_a_quantize_that_leaves_most_weights_float_warns_naming_the_layers() -> None:
     """XNNPACK's W8-A8 quantizer annotates no LSTM: the LSTM's weights stay float, and the step must say so."""
     import torch

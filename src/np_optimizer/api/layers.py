@@ -110,6 +110,19 @@ def _document(exp: Experiment, row: PipelineRow) -> dict[str, Any]:
     return read_layers(path) | {"_file": str(path.relative_to(exp.root))}
 
 
+def _no_costs_reason(row: PipelineRow) -> str:
+    """Why a checkpoint has no per-layer costs, in the terms of its round."""
+    result = row.profile or {}
+    if not result:
+        return "not profiled (np profile CHECKPOINT)"
+    if result.get("method") == "on-device":
+        return ("a measured round times the whole model; per-op times need an ExecuTorch runtime built with the "
+                "event tracer (ETDump), which this one lacks")
+    if result.get("method") == "mlia" and result.get("backend") != "ethos-u":
+        return f"MLIA has no per-layer estimate for {result.get('device')}'s CPU (np counts MACs there, not cycles)"
+    return f"its {result.get('method')} round has no per-layer file (made by an older np? `np profile CHECKPOINT --force`)"
+
+
 def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
     """Without per-layer costs (a CPU device's mlia round gives none): the compile's layers, ranked by MACs, with
     where each runs, so the ops not delegated are still named by module path."""
@@ -127,7 +140,8 @@ def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
             for op in graph["ops"] if op.get("delegated") or not any(b in str(op.get("op")) for b in BOUNDARY_OPS)]
     return {"result_kind": "static", "cost": {"field": "graph_macs", "unit": "MACs", "total": sum(
         int(r["graph_macs"] or 0) for r in rows), "source": f"{graph.get('macs_convention')}; no per-layer time or "
-        f"cycles on {backend} (host per-op timing is not built yet): layers ranked by MACs"},
+        f"cycles on {backend} (MLIA has no CPU target; per-op times need an ExecuTorch runtime with the event "
+        "tracer, which this one lacks): layers ranked by MACs"},
         "coverage": None, "layers": aggregate(rows, "graph_macs"), "rows": rows,
         "warnings": ["No per-layer cost for this checkpoint on this device: the ranking is by MACs (a static "
                      "count), with each layer's placement from the compile."],
@@ -257,13 +271,14 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
                          "GRAPH_QUANTIZE), or add another experiment's with --with NAME.", code="NP-RPT-400")
     columns: list[dict[str, Any]] = []
     warnings: list[str] = []
+    no_costs: dict[str, list[str]] = {}  # reason -> labels: one warning per reason, not one per checkpoint
     for owner, row in targets:
+        label = row.checkpoint if owner == exp else f"{owner.name}/{row.checkpoint}"
         try:
             document: dict[str, Any] | None = _document(owner, row)
-        except NotFoundError as exc:
+        except NotFoundError:
             document = None
-            warnings.append(f"{owner.name}/{row.checkpoint}: no per-layer costs ({exc.message})")
-        label = row.checkpoint if owner == exp else f"{owner.name}/{row.checkpoint}"
+            no_costs.setdefault(_no_costs_reason(row), []).append(label)
         numerics, unreadable = read_numerics(owner.root, row.fidelity)
         if unreadable:
             warnings.append(f"{owner.name}/{row.checkpoint}: {unreadable}")
@@ -276,6 +291,8 @@ def compare(*, checkpoints: list[str] | None = None, experiment: str | None = No
                         "snr": {} if reference else (_snr_by_key(numerics) if numerics else None),
                         "snr_reference": reference,
                         "module_map": dict((numerics or {}).get("module_map_from_input") or {})})
+    warnings += [f"No per-layer costs for {', '.join(labels)}: {reason}; the layer diff shows SNR and placement "
+                 "only." for reason, labels in no_costs.items()]
     diffs = [{"base": columns[0]["label"], "other": c["label"], **layer_diff(columns[0], c)} for c in columns[1:]]
     if len({c["device"] for c in columns}) > 1:
         warnings.append("The checkpoints were profiled on different devices: their totals are not comparable as "

@@ -85,6 +85,14 @@ def _db(value: Any, identical: bool) -> str:
     return "identical" if identical else "-" if value is None else f"{value:.1f}"
 
 
+def _totals_legend(totals: Any) -> str | None:
+    """The marks the table shows, explained; none when no cell carries one."""
+    cells = [c for t in totals for c in t["cells"] if c]
+    legend = (["n.s.: smaller than the measured spread"] if any(c.get("significant") is False for c in cells) else []) \
+        + ([f"{PARTIAL_MARK}: covers the NPU part of the model only"] if any(c.get("coverage") for c in cells) else [])
+    return "; ".join(legend) or None
+
+
 def _cell(cell: dict[str, Any] | None, first: bool) -> str:
     if cell is None:
         return "-"
@@ -116,7 +124,8 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         for total in record.totals:
             for column, cell in zip(labels, total["cells"]):
                 if cell is not None:
-                    rows.append([total["metric"], column, cell.get("value"), total["unit"], cell.get("delta", ""),
+                    value = "identical" if cell.get("identical") else cell.get("value")
+                    rows.append([total["metric"], column, value, total["unit"], cell.get("delta", ""),
                                  "" if "significant" not in cell else cell["significant"], cell.get("coverage") or ""])
         print_plain(["metric", "checkpoint", "value", "unit", "delta", "significant", "coverage"], rows,
                     section="totals")
@@ -135,7 +144,7 @@ def show_compare(record: CompareRecord, mode: str) -> None:
     print_table("Totals (deltas against " + labels[0] + ")", ["Metric", *labels],
                 [[f"{t['label']} ({t['unit']})", *(_cell(c, i == 0) for i, c in enumerate(t["cells"]))]
                  for t in record.totals],
-                caption=f"n.s.: smaller than the measured spread; {PARTIAL_MARK}: covers the NPU part of the model only")
+                caption=_totals_legend(record.totals))
     for diff in record.diffs:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"

@@ -43,11 +43,11 @@ def compare_totals(columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         base = cells[0]
         out: list[dict[str, Any] | None] = []
         for index, cell in enumerate(cells):
-            if cell is None or cell.get("value") is None:
+            if cell is None or (cell.get("value") is None and not cell.get("identical")):
                 out.append(None)
                 continue
-            item = dict(cell)
-            if index and base is not None and base.get("value") is not None:
+            item = dict(cell)  # an SNR "identical" to INPUT_MODEL's has no value and no delta, but is shown
+            if index and cell.get("value") is not None and base is not None and base.get("value") is not None:
                 delta = float(cell["value"]) - float(base["value"])
                 spreads = [s for s in (base.get("spread"), cell.get("spread")) if s is not None]
                 item["delta"] = delta
