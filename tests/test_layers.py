@@ -255,8 +255,61 @@ def test_compare_lists_the_layers_whose_snr_dropped_most(npu_layers: Path, run_n
     plain = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", "--plain", cwd=npu_layers).stdout
     assert "section:layer_snr:GRAPH_QUANTIZE" in plain
     # GO changes nothing beyond float rounding: no layer is listed as a loss
+    assert "zeroed" not in _job(npu_layers, "02_graph_quantize")["fidelity"]["layers"]  # healthy activations
     go = run_np("compare", "INPUT_MODEL", "GRAPH_OPTIMIZE", "--json", cwd=npu_layers).json
     assert go["diffs"][0]["snr_drops"] == [] and go["diffs"][0]["matched"] == {"bn": "stem"}
+
+
+TINY_MODEL = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(3, 8, 3, padding=1)
+        self.second = nn.Conv2d(8, 8, 3, padding=1)
+        self.third = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.third(torch.relu(self.second(torch.relu(self.first(x)))))
+        return self.head(y.mean(dim=(2, 3)))
+
+
+def build():
+    torch.manual_seed(0)
+    net = Net().eval()
+    with torch.no_grad():  # weights 1000x too small, as an untrained init can make them: activations vanish
+        for conv in (net.second, net.third):
+            conv.weight.mul_(1e-3)
+            conv.bias.zero_()
+    return net, (torch.randn(1, 3, 16, 16),)
+'''
+
+
+def test_activations_that_quantize_to_zero_are_named(tmp_path: Path, run_np) -> None:
+    """A model whose activations vanish (below half the int8 step): the GQ job says from which layer on they turn
+    into zeros, and layers_snr.json marks those layers, instead of an unexplained 0 dB."""
+    from np_optimizer import api
+
+    (tmp_path / "tiny.py").write_text(TINY_MODEL)
+    api.workspace_init(tmp_path / "ws")
+    exp = make_project(tmp_path / "ws", "tiny", model=f"{tmp_path / 'tiny.py'}:build", device="raspberry_pi_5",
+                       steps="gq", run_yaml='version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n')
+    assert run_np("run", cwd=exp).exit_code == 0
+    job = _job(exp, "01_graph_quantize")
+    zeroed = job["fidelity"]["layers"]["zeroed"]
+    assert zeroed["first"] in ("second", "third") and zeroed["reference_peak"] < zeroed["int8_step"] / 2
+    assert any(w.startswith("Quantization turns the activations") and zeroed["first"] in w for w in job["warnings"])
+    rows = {r["key"]: r for r in _numerics(exp, "01_graph_quantize")["layers"]}
+    assert not rows["first"].get("zeroed") and rows["first"]["snr_db"] > 20  # the first conv is healthy
+    assert rows["third"].get("zeroed") and "quantizes to zero" in rows["third"]["note"]
+    third = next(line for line in run_np("report", "--layers", cwd=exp).stdout.splitlines() if "third" in line)
+    assert "zeroed" in third  # the table says why the SNR is 0 dB
+    report = run_np("report", cwd=exp)
+    assert "01_graph_quantize: Quantization turns the activations" in report.stdout + report.stderr  # step warnings
 
 
 # ---------------------------------------------------------------------------------------------- pure logic

@@ -194,6 +194,7 @@ def _snr_fields(row: dict[str, Any] | None) -> dict[str, Any]:
         return {"snr_db": None, "snr_identical": None, "snr_note": "no per-layer output of this key in the "
                 "exported program (a layer the compiler added, or one that only moves data)"}
     return {"snr_db": row.get("snr_db"), "snr_identical": bool(row.get("identical")),
+            **({"snr_zeroed": True} if row.get("zeroed") else {}),  # its activations quantize to all zeros
             **({"snr_note": row["note"]} if row.get("note") else {})}
 
 

@@ -78,7 +78,9 @@ def _snr(entry: dict[str, Any], about: dict[str, Any] | None) -> str:
         return "(ref)" if about else "-"
     if entry.get("snr_identical"):
         return "identical"
-    return "-" if entry.get("snr_db") is None else f"{entry['snr_db']:.1f}"
+    if entry.get("snr_db") is None:
+        return "-"
+    return f"{entry['snr_db']:.1f}" + (" zeroed" if entry.get("snr_zeroed") else "")
 
 
 def _db(value: Any, identical: bool) -> str:

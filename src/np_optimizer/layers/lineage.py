@@ -31,6 +31,7 @@ class LayerGraph:
     producers: dict[str, set[str]] = field(default_factory=dict)
     live: set[str] = field(default_factory=set)
     info: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> LayerKey.to_dict()
+    int8_step: dict[str, float] = field(default_factory=dict)  # label -> scale of its output's per-tensor dequantize
 
 
 def module_map(before: LayerGraph, after: LayerGraph) -> dict[str, str | None]:

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule
 
-__all__ = ["NUMERICS_FILE", "NUMERICS_SCHEMA", "Taps", "layer_graph", "tap", "layer_snr", "write_numerics"]
+__all__ = ["NUMERICS_FILE", "NUMERICS_SCHEMA", "Taps", "layer_graph", "tap", "layer_snr", "zeroed_summary",
+           "write_numerics"]
 
 NUMERICS_FILE = "layers_snr.json"
 NUMERICS_SCHEMA = 1
@@ -63,6 +64,8 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
                 graph.producers[label].add(INPUT)
             elif source.name in label_of and label_of[source.name] != label:
                 graph.producers[label].add(label_of[source.name])
+        if node.target is _dequantize_per_tensor() and len(node.args) > 1 and isinstance(node.args[1], float):
+            graph.int8_step[label] = node.args[1]  # the quantization step of the layer's (last) quantized output
         value = node.meta.get("val")
         # the layer's output as the next layer reads it: its last float result, after the (de)quantize and reshape
         # attributed to it, so a layer's output quantization counts against that layer (a pad module is a layer too)
@@ -77,6 +80,13 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
             stack.extend(node.all_input_nodes)
     graph.live = {label_of[name] for name in live if name in label_of}
     return graph
+
+
+def _dequantize_per_tensor() -> Any:
+    import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed::*
+
+    return torch.ops.quantized_decomposed.dequantize_per_tensor.default
 
 
 @dataclass
@@ -181,9 +191,29 @@ def layer_snr(reference: Taps, test: Taps, key_map: Mapping[str, str | None]) ->
                          "note": "the layer's output has another shape than the reference's"})
             continue
         snr, identical = _snr(ref_values, test_values)
-        rows.append({**row, "snr_db": snr, "identical": identical,
-                     **({} if snr is not None or identical else {"note": "the reference output is all zeros"})})
+        row.update(snr_db=snr, identical=identical)
+        if snr is None and not identical:
+            row["note"] = "the reference output is all zeros"
+        step = test.graph.int8_step.get(label)
+        peak = max((float(r.detach().abs().max()) for r in ref_values if r.numel()), default=0.0)
+        if step is not None and 0.0 < peak < step / 2:
+            # every value rounds to int8 zero: the SNR of this layer says nothing but "zeroed"
+            row.update(zeroed=True, reference_peak=peak, int8_step=step,
+                       note=f"INPUT_MODEL's output here peaks at {peak:.2g}, below half the int8 step ({step:.2g}): "
+                            "it quantizes to zero")
+        rows.append(row)
     return rows
+
+
+def zeroed_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Layers whose activations quantize to all zeros (INPUT_MODEL's values below half the int8 step), first one
+    in graph order; None when there are none."""
+    zeroed = [r for r in rows if r.get("zeroed")]
+    if not zeroed:
+        return None
+    first = zeroed[0]
+    return {"layers": len(zeroed), "first": first["key"], "reference_peak": first["reference_peak"],
+            "int8_step": first["int8_step"]}
 
 
 def write_numerics(folder: Path, *, checkpoint: str, rows: list[dict[str, Any]], key_map: Mapping[str, str | None],
@@ -198,5 +228,7 @@ def write_numerics(folder: Path, *, checkpoint: str, rows: list[dict[str, Any]],
                         "before it",
         "module_map_from_input": dict(key_map), "seconds": round(seconds, 3), "layers": rows})
     ranked = sorted((r for r in rows if r.get("snr_db") is not None), key=lambda r: float(r["snr_db"]))
+    zeroed = zeroed_summary(rows)
     return {"file": str(path.relative_to(relative_to)), "layers": len(rows),
-            "lowest": [{"key": r["key"], "snr_db": r["snr_db"]} for r in ranked[:3]], "seconds": round(seconds, 3)}
+            "lowest": [{"key": r["key"], "snr_db": r["snr_db"]} for r in ranked[:3]], "seconds": round(seconds, 3),
+            **({"zeroed": zeroed} if zeroed else {})}

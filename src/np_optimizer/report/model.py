@@ -184,6 +184,10 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
     if not enabled and rows:
         warnings.append("run.yaml has no profile section, so nothing was profiled in np run; "
                         "add `profile:` or use `np profile`.")
+    for entry in entries:  # what a step warned of (calibration, weights left float, zeroed activations)
+        for text in entry.get("warnings") or []:
+            if not str(text).startswith("Lowering "):  # the PTE Size column's footnote says that one
+                warnings.append(f"{entry.get('job')}: {text}")
     notices: dict[str, list[str]] = {}
     for row in rows:
         if row.profile is None:
