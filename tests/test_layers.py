@@ -289,16 +289,61 @@ def build():
 '''
 
 
+CLS_MODEL = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """A ViT in miniature: a class token much smaller than the projected patches, and a head that reads it alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cls = nn.Parameter(torch.full((1, 1, 16), 0.01))
+        self.proj = nn.Linear(16, 16)
+        self.mix = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = torch.cat([self.cls.expand(x.shape[0], -1, -1), self.proj(x)], dim=1)
+        return self.head(self.mix(y)[:, 0])
+
+
+def build():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(1, 8, 16),)
+'''
+
+
+def _quantized(tmp_path: Path, run_np, source: str) -> Path:
+    """A workspace with one project on raspberry_pi_5 built from `source`, after np run with GQ W8-A8 only."""
+    from np_optimizer import api
+
+    (tmp_path / "net.py").write_text(source)
+    api.workspace_init(tmp_path / "ws")
+    exp = make_project(tmp_path / "ws", "net", model=f"{tmp_path / 'net.py'}:build", device="raspberry_pi_5",
+                       steps="gq", run_yaml='version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n')
+    assert run_np("run", cwd=exp).exit_code == 0
+    return exp
+
+
+def test_a_small_position_that_loses_more_than_the_whole_output_is_named(tmp_path: Path, run_np) -> None:
+    """The class token of a sequence output loses far more to int8 than the whole tensor: the step names the
+    position and the layer where it starts, and np report --layers shows it beside the layer's SNR."""
+    exp = _quantized(tmp_path, run_np, CLS_MODEL)
+    job = _job(exp, "01_graph_quantize")
+    weak = job["fidelity"]["layers"]["weak_position"]
+    assert weak["index"] == 0 and weak["positions"] == 9 and weak["snr_db"] <= weak["layer_snr_db"] - 10
+    assert any(w.startswith("Position 0 of 9 in " + weak["first"]) for w in job["warnings"])
+    rows = {r["key"]: r for r in _numerics(exp, "01_graph_quantize")["layers"]}
+    assert rows[weak["first"]]["weak_position"]["index"] == 0
+    assert "(pos 0: " in run_np("report", "--layers", cwd=exp).stdout
+
+
 def test_activations_that_quantize_to_zero_are_named(tmp_path: Path, run_np) -> None:
     """A model whose activations vanish (below half the int8 step): the GQ job says from which layer on they turn
     into zeros, and layers_snr.json marks those layers, instead of an unexplained 0 dB."""
-    from np_optimizer import api
-
-    (tmp_path / "tiny.py").write_text(TINY_MODEL)
-    api.workspace_init(tmp_path / "ws")
-    exp = make_project(tmp_path / "ws", "tiny", model=f"{tmp_path / 'tiny.py'}:build", device="raspberry_pi_5",
-                       steps="gq", run_yaml='version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n')
-    assert run_np("run", cwd=exp).exit_code == 0
+    exp = _quantized(tmp_path, run_np, TINY_MODEL)
     job = _job(exp, "01_graph_quantize")
     zeroed = job["fidelity"]["layers"]["zeroed"]
     assert zeroed["first"] in ("second", "third") and zeroed["reference_peak"] < zeroed["int8_step"] / 2
@@ -308,6 +353,7 @@ def test_activations_that_quantize_to_zero_are_named(tmp_path: Path, run_np) -> 
     assert rows["third"].get("zeroed") and "quantizes to zero" in rows["third"]["note"]
     third = next(line for line in run_np("report", "--layers", cwd=exp).stdout.splitlines() if "third" in line)
     assert "zeroed" in third  # the table says why the SNR is 0 dB
+    assert "weak_position" not in job["fidelity"]["layers"]  # 4-D outputs: no positions
     report = run_np("report", cwd=exp)
     assert "01_graph_quantize: Quantization turns the activations" in report.stdout + report.stderr  # step warnings
 

@@ -195,6 +195,7 @@ def _snr_fields(row: dict[str, Any] | None) -> dict[str, Any]:
                 "exported program (a layer the compiler added, or one that only moves data)"}
     return {"snr_db": row.get("snr_db"), "snr_identical": bool(row.get("identical")),
             **({"snr_zeroed": True} if row.get("zeroed") else {}),  # its activations quantize to all zeros
+            **({"snr_weak_position": row["weak_position"]} if row.get("weak_position") else {}),
             **({"snr_note": row["note"]} if row.get("note") else {})}
 
 

@@ -56,8 +56,12 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     coverage = record.coverage or {}
     if coverage.get("partial"):
         caption += f". {PARTIAL_MARK} {coverage_text(coverage)}"
-    print_table(title, ["Layer (module path)", "Class", "Placement", _COST_HEADER.get(unit, unit), "Share", "Overhead",
-                        "MACs", "MAC util", "SNR (dB)", "Tool id"], cells, caption=caption)
+    columns = ["Layer (module path)", "Class", "Placement", _COST_HEADER.get(unit, unit), "Share", "Overhead",
+               "MACs", "MAC util", "SNR (dB)", "Tool id"]
+    if unit == "MACs":  # ranked by MACs already: the tool's MACs and utilisation columns would stay empty
+        columns = columns[:6] + columns[8:]
+        cells = [row[:6] + row[8:] for row in cells]
+    print_table(title, columns, cells, caption=caption)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
     snr = record.snr or {}
@@ -80,7 +84,9 @@ def _snr(entry: dict[str, Any], about: dict[str, Any] | None) -> str:
         return "identical"
     if entry.get("snr_db") is None:
         return "-"
-    return f"{entry['snr_db']:.1f}" + (" zeroed" if entry.get("snr_zeroed") else "")
+    weak = entry.get("snr_weak_position")
+    return f"{entry['snr_db']:.1f}" + (" zeroed" if entry.get("snr_zeroed") else "") + (
+        f" (pos {weak['index']}: {weak['snr_db']:.1f})" if weak else "")
 
 
 def _db(value: Any, identical: bool) -> str:

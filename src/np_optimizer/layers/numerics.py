@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from torch.fx import GraphModule
 
 __all__ = ["NUMERICS_FILE", "NUMERICS_SCHEMA", "Taps", "layer_graph", "tap", "layer_snr", "zeroed_summary",
-           "write_numerics"]
+           "weak_position_summary", "numerics_warnings", "write_numerics"]
 
 NUMERICS_FILE = "layers_snr.json"
 NUMERICS_SCHEMA = 1
@@ -194,6 +194,9 @@ def layer_snr(reference: Taps, test: Taps, key_map: Mapping[str, str | None]) ->
         row.update(snr_db=snr, identical=identical)
         if snr is None and not identical:
             row["note"] = "the reference output is all zeros"
+        weak = _weak_position(ref_values, test_values, snr)
+        if weak is not None:
+            row["weak_position"] = weak
         step = test.graph.int8_step.get(label)
         peak = max((float(r.detach().abs().max()) for r in ref_values if r.numel()), default=0.0)
         if step is not None and 0.0 < peak < step / 2:
@@ -203,6 +206,45 @@ def layer_snr(reference: Taps, test: Taps, key_map: Mapping[str, str | None]) ->
                             "it quantizes to zero")
         rows.append(row)
     return rows
+
+
+_WEAK_MARGIN_DB = 10.0  # a position this far below the whole output's SNR is named
+_WEAK_BELOW_DB = 40.0  # and only when it loses something that matters (not float rounding of a GO pass)
+
+
+def _weak_position(reference: list[torch.Tensor], test: list[torch.Tensor], whole: float | None) -> dict[str, Any] | None:
+    """For a sequence output (batch, positions, features): the position whose SNR is lowest, when it is at least
+    10 dB below the whole output's and under 40 dB. A position with much smaller values than the others (a ViT's CLS token) loses
+    more to a per-tensor int8 scale set by the others, and the whole-tensor SNR hides it."""
+    import torch
+
+    if whole is None or not reference or reference[0].dim() != 3 or reference[0].shape[1] < 2:
+        return None
+    signal = noise = None
+    for r, t in zip(reference, test):
+        a, b = r.detach().float(), t.detach().float()
+        s, n = (a * a).sum(dim=(0, 2)), ((a - b) ** 2).sum(dim=(0, 2))
+        signal, noise = (s, n) if signal is None or noise is None else (signal + s, noise + n)
+    assert signal is not None and noise is not None
+    valid = (signal > 0) & (noise > 0)
+    if not bool(valid.any()):
+        return None
+    db = torch.full_like(signal, math.inf)
+    db[valid] = 10.0 * torch.log10(signal[valid] / noise[valid])
+    index = int(torch.argmin(db))
+    value = float(db[index])
+    if not math.isfinite(value) or value > whole - _WEAK_MARGIN_DB or value >= _WEAK_BELOW_DB:
+        return None
+    return {"index": index, "snr_db": round(value, 3), "positions": int(signal.shape[0])}
+
+
+def weak_position_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The first layer (graph order) with a weak position, where the loss starts; None when there is none."""
+    first = next((r for r in rows if r.get("weak_position")), None)
+    if first is None:
+        return None
+    return {"first": first["key"], "layer_snr_db": first["snr_db"], **first["weak_position"],
+            "layers": sum(1 for r in rows if r.get("weak_position"))}
 
 
 def zeroed_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -228,7 +270,26 @@ def write_numerics(folder: Path, *, checkpoint: str, rows: list[dict[str, Any]],
                         "before it",
         "module_map_from_input": dict(key_map), "seconds": round(seconds, 3), "layers": rows})
     ranked = sorted((r for r in rows if r.get("snr_db") is not None), key=lambda r: float(r["snr_db"]))
-    zeroed = zeroed_summary(rows)
+    zeroed, weak = zeroed_summary(rows), weak_position_summary(rows)
     return {"file": str(path.relative_to(relative_to)), "layers": len(rows),
             "lowest": [{"key": r["key"], "snr_db": r["snr_db"]} for r in ranked[:3]], "seconds": round(seconds, 3),
-            **({"zeroed": zeroed} if zeroed else {})}
+            **({"zeroed": zeroed} if zeroed else {}), **({"weak_position": weak} if weak else {})}
+
+
+def numerics_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """What the job warns of, from write_numerics' summary: activations quantized to zeros, and a weak position."""
+    out = []
+    zeroed, weak = summary.get("zeroed"), summary.get("weak_position")
+    if zeroed:
+        out.append(f"Quantization turns the activations of {zeroed['layers']} layer(s) into zeros, from "
+                   f"{zeroed['first']} on: INPUT_MODEL's values there peak at {zeroed['reference_peak']:.2g}, below "
+                   f"half the int8 step ({zeroed['int8_step']:.2g}), so the SNR collapses there. Activations this "
+                   "small are typical of untrained (randomly initialised) weights; with real weights check "
+                   "np report --layers (SNR column).")
+    if weak:
+        out.append(f"Position {weak['index']} of {weak['positions']} in {weak['first']}'s output keeps "
+                   f"{weak['snr_db']:.1f} dB while the whole output keeps {weak['layer_snr_db']:.1f} dB "
+                   f"({weak['layers']} layer(s) like this): its values are much smaller than the other positions', "
+                   "and a per-tensor int8 scale is set by the others. A model that reads that position alone (a "
+                   "ViT's classifier reads the CLS token, position 0) gets the lower figure.")
+    return out

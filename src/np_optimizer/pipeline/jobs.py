@@ -124,13 +124,9 @@ class JobRunner:
         warnings = list(outcome.warnings)
         if compiled is not None and compiled.status != "ok":
             warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
-        zeroed = ((fidelity.get("layers") or {}).get("zeroed")) if fidelity else None
-        if zeroed:
-            text = (f"Quantization turns the activations of {zeroed['layers']} layer(s) into zeros, from "
-                    f"{zeroed['first']} on: INPUT_MODEL's values there peak at {zeroed['reference_peak']:.2g}, below "
-                    f"half the int8 step ({zeroed['int8_step']:.2g}), so the SNR collapses there. Activations this "
-                    "small are typical of untrained (randomly initialised) weights; with real weights check "
-                    "np report --layers (SNR column).")
+        from np_optimizer.layers.numerics import numerics_warnings
+
+        for text in numerics_warnings((fidelity or {}).get("layers") or {}):  # zeroed or weak activations
             self.log.warning(text)
             warnings.append(text)
         done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
