@@ -38,6 +38,7 @@ __all__ = ["NUMERICS_FILE", "NUMERICS_SCHEMA", "Taps", "layer_graph", "tap", "la
 
 NUMERICS_FILE = "layers_snr.json"
 NUMERICS_SCHEMA = 1
+_DEQUANTIZE = "quantized_decomposed.dequantize_per_tensor"  # op_name() of it (the float scale picks .default)
 
 
 def layer_graph(gm: GraphModule) -> LayerGraph:
@@ -64,7 +65,7 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
                 graph.producers[label].add(INPUT)
             elif source.name in label_of and label_of[source.name] != label:
                 graph.producers[label].add(label_of[source.name])
-        if node.target is _dequantize_per_tensor() and len(node.args) > 1 and isinstance(node.args[1], float):
+        if op_name(node) == _DEQUANTIZE and len(node.args) > 1 and isinstance(node.args[1], float):
             graph.int8_step[label] = node.args[1]  # the quantization step of the layer's (last) quantized output
         value = node.meta.get("val")
         # the layer's output as the next layer reads it: its last float result, after the (de)quantize and reshape
@@ -80,13 +81,6 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
             stack.extend(node.all_input_nodes)
     graph.live = {label_of[name] for name in live if name in label_of}
     return graph
-
-
-def _dequantize_per_tensor() -> Any:
-    import torch
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed::*
-
-    return torch.ops.quantized_decomposed.dequantize_per_tensor.default
 
 
 @dataclass
@@ -198,7 +192,8 @@ def layer_snr(reference: Taps, test: Taps, key_map: Mapping[str, str | None]) ->
         if weak is not None:
             row["weak_position"] = weak
         step = test.graph.int8_step.get(label)
-        peak = max((float(r.detach().abs().max()) for r in ref_values if r.numel()), default=0.0)
+        peak = 0.0 if step is None else max((float(r.detach().abs().max()) for r in ref_values if r.numel()),
+                                            default=0.0)  # only where the layer's output is quantized
         if step is not None and 0.0 < peak < step / 2:
             # every value rounds to int8 zero: the SNR of this layer says nothing but "zeroed"
             row.update(zeroed=True, reference_peak=peak, int8_step=step,

@@ -50,9 +50,13 @@ def _ready(proc: subprocess.Popen[bytes]) -> bool:
     return proc.stdout.readline().strip() == b"ready"
 
 
+def _turned_off() -> bool:
+    return os.environ.get("NP_MEASURE_WARM", "1") == "0"
+
+
 def start_warm(python: str, archive: Path) -> None:
     """Start `python`'s warm measuring process without waiting for it (a no-op when it runs or is turned off)."""
-    if os.environ.get("NP_MEASURE_WARM", "1") == "0":
+    if _turned_off():
         return
     warm = _running.get(python)
     if warm is not None and warm.proc.poll() is None:
@@ -73,7 +77,7 @@ def start_warm(python: str, archive: Path) -> None:
 
 def warm_socket(python: str, archive: Path) -> str | None:
     """The socket of `python`'s warm measuring process, started now if needed; None when there is none."""
-    if os.environ.get("NP_MEASURE_WARM", "1") == "0":
+    if _turned_off():  # a process started before it was turned off is not used either
         return None
     start_warm(python, archive)
     warm = _running.get(python)
