@@ -16,7 +16,7 @@ _PLUMBING = {"getitem"}
 
 
 def op_name(node: Node) -> str:
-    """Short op name: 'aten.convolution.default', 'quantized_decomposed.quantize_per_tensor.default'."""
+    """Short op name without the overload: 'aten.convolution', 'quantized_decomposed.quantize_per_tensor'."""
     target = node.target
     if target is operator.getitem:
         return "getitem"
