@@ -34,8 +34,8 @@ bench: $(STAMP)
 	$(PY) bench/report_html.py
 
 docs: $(STAMP)
-	$(PY) -m np_optimizer.devices.compat_doc > docs/compatibility.md
-	$(PY) -m np_optimizer.errors_doc > docs/errors.md
+	$(PY) -m np_optimizer.docgen.compatibility > docs/compatibility.md
+	$(PY) -m np_optimizer.docgen.errors > docs/errors.md
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from np_optimizer.devices.compat_doc import render_compatibility
+from np_optimizer.docgen.compatibility import render_compatibility
 
 COMMANDS = [
     [], ["workspace", "init"], ["projects", "create"], ["projects", "ls"], ["projects", "info"], ["models", "ls"],

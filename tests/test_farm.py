@@ -221,8 +221,8 @@ def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: tuple[Path, 
      "at least one tag"),
 ])
 def test_devices_yaml_farm_entries_are_validated(tmp_path: Path, text: str, needle: str) -> None:
-    from np_optimizer.devices.remote import load_remote_devices
     from np_optimizer.errors import ConfigError
+    from np_optimizer.workspace.remote import load_remote_devices
 
     path = tmp_path / "devices.yaml"
     path.write_text(text)
@@ -233,8 +233,8 @@ def test_devices_yaml_farm_entries_are_validated(tmp_path: Path, text: str, need
 
 
 def test_each_device_kind_gets_its_queue(tmp_path: Path) -> None:
-    from np_optimizer.devices.remote import load_remote_devices
     from np_optimizer.profiler.measure.queues import queue_for, registered_queues
+    from np_optimizer.workspace.remote import load_remote_devices
 
     path = tmp_path / "devices.yaml"
     path.write_text("farm:\n  coordinator: 127.0.0.1:20408\ndevices:\n  raspberry_pi_5:\n"

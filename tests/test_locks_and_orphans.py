@@ -40,7 +40,7 @@ import json, logging, sys
 from pathlib import Path
 from np_optimizer.compile.result import read_compile_record
 from np_optimizer.devices import get_device
-from np_optimizer.devices.remote import RemoteDevice
+from np_optimizer.workspace.remote import RemoteDevice
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.request import ProfileRequest

@@ -19,12 +19,12 @@ import pytest
 
 from np_optimizer.compile.result import CompileResult, read_compile_record
 from np_optimizer.devices import get_device
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import ProfileResult
+from np_optimizer.workspace.remote import RemoteDevice
 
 PROGRAM_STATS = {"macs": 82_560, "params": 83_786, "weight_bytes": 335_144}
 

@@ -17,8 +17,8 @@ from np_optimizer.backends import backends
 from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS
 from np_optimizer.config.steps import StepSpec, step_specs
 from np_optimizer.devices import DEVICES
+from np_optimizer.docgen.errors import render_errors
 from np_optimizer.errors import CODES, NpError
-from np_optimizer.errors_doc import render_errors
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 from conftest import make_project
 
 from np_optimizer.errors import EXIT_USAGE, UsageError
-from np_optimizer.profiler.render import humanize_count
+from np_optimizer.formats import humanize_count
 from np_optimizer.report.sortfilter import apply_filter, apply_sort, parse_filter, parse_sort
 
 

@@ -20,10 +20,10 @@ import pytest
 from sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 from test_on_device import MlpModels, mlp_models, raw_document, request_for
 
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.request import MethodOutput
+from np_optimizer.workspace.remote import RemoteDevice
 
 DEVICE = "raspberry_pi_5"
 

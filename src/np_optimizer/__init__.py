@@ -10,12 +10,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
-from np_optimizer.api import __all__ as _api_all  # noqa: E402  (names only: the package imports lazily)
-from np_optimizer.errors import *  # noqa: E402,F403
-from np_optimizer.errors import __all__ as _errors_all  # noqa: E402
-from np_optimizer.records import __all__ as _records_all  # noqa: E402
+from np_optimizer.api import __all__ as _api_all  # names only: the package imports lazily
+from np_optimizer.errors import *  # noqa: F403
+from np_optimizer.errors import __all__ as _errors_all
+from np_optimizer.records import __all__ as _records_all
+from np_optimizer.versions import NP_VERSION as __version__
 
 if TYPE_CHECKING:
     from np_optimizer.api import *  # noqa: F403

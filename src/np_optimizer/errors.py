@@ -26,11 +26,9 @@ Messages say what went wrong; hints say what to do next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from np_optimizer.config.issues import ValidationIssue
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 __all__ = [
     "EXIT_OK",
@@ -270,13 +268,28 @@ class DeviceUnreachableError(NetworkError, _Measured):
         self._keep(kind, doc, stderr_tail)
 
 
+class Issue(Protocol):
+    """What ValidationFailed needs of a validation issue (np_optimizer.records.ValidationIssue, a floor above)."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def hint(self) -> str: ...
+    @property
+    def is_warning(self) -> bool: ...
+    @property
+    def where(self) -> str: ...
+
+
 class ValidationFailed(NpError):
     """run.yaml or run.detail.yaml has violations; `issues` holds every one of them."""
 
     code = "NP-VAL-422"
     exit_code = EXIT_VALIDATION
 
-    def __init__(self, issues: list[ValidationIssue], *, source: str = "run.yaml") -> None:
+    def __init__(self, issues: Sequence[Issue], *, source: str = "run.yaml") -> None:
         errors = [i for i in issues if not i.is_warning]
         super().__init__(
             f"{source} has {len(errors)} violation(s); nothing was run.",
@@ -286,7 +299,7 @@ class ValidationFailed(NpError):
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
-        data["issues"] = [i.to_dict() for i in self.issues]
+        data["issues"] = [asdict(i) for i in self.issues]  # type: ignore[call-overload]
         return data
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["MetricType", "UNITS", "HIGHER_IS_BETTER"]
+__all__ = ["MetricType", "UNITS", "HIGHER_IS_BETTER", "HEADLINE", "SHOWN"]
 
 
 class MetricType(str, Enum):
@@ -59,3 +59,21 @@ UNITS: dict[MetricType, str] = {
 
 HIGHER_IS_BETTER = frozenset({MetricType.SNR, MetricType.INFERENCES_PER_SECOND, MetricType.NPU_OP_SHARE,
                               MetricType.TOP1_ACCURACY, MetricType.TOP5_ACCURACY})
+
+# The metrics every profile result is expected to carry, in the order tables show them; a device, method and backend
+# combination that gives fewer is warned about (plan, report, the compatibility doc and the catalogue read this).
+HEADLINE: tuple[MetricType, ...] = (MetricType.LATENCY, MetricType.MEMORY, MetricType.MODEL_WEIGHT_MEMORY,
+                                    MetricType.MACS, MetricType.PARAMS)
+
+_MIB = 1024.0 * 1024.0
+# metric type -> (header, unit shown, stored value / shown value): how the report and the HTML page show a metric
+SHOWN: dict[str, tuple[str, str, float]] = {
+    "LATENCY": ("Latency", "ms", 1.0),
+    "MEMORY": ("Memory", "MB", 1.0),
+    "MACS": ("MACs", "MACs", 1.0),
+    "PARAMS": ("Params", "params", 1.0),
+    "MODEL_WEIGHT_MEMORY": ("Weight memory", "MB", _MIB),
+    "SNR": ("SNR (vs input)", "dB", 1.0),
+    "PTE_SIZE": (".pte size", "MB", _MIB),
+    "DELEGATED_OPS": ("Delegated ops", "ops", 1.0),
+}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step, resolve_checkpoint, step_of_checkpoint
 from np_optimizer.config.detail_config import PROFILE_DEFAULTS
 from np_optimizer.devices import Device, default_method, method_support
-from np_optimizer.metrics import MetricType
+from np_optimizer.metrics import HEADLINE
+from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep
 
 if TYPE_CHECKING:
     from np_optimizer.config import ExperimentConfig, StepConfig
@@ -16,9 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["PlannedStep", "PlannedProfile", "Plan", "build_plan", "plan_notes", "job_name", "HEADLINE_METRICS",
            "evaluation_plan"]
 
-# The metrics a profile result is expected to carry; a combination that gives fewer warns about the rest.
-HEADLINE_METRICS = (MetricType.LATENCY, MetricType.MEMORY, MetricType.MODEL_WEIGHT_MEMORY, MetricType.MACS,
-                    MetricType.PARAMS)
+HEADLINE_METRICS = HEADLINE  # np_optimizer.metrics: the metrics a profile result is expected to carry
 INPUT_JOB = "00_input_model"
 _TASK = ("TOP1_ACCURACY", "TOP5_ACCURACY")
 
@@ -31,50 +30,6 @@ def job_name(index: int, kind: str) -> str:
 def _describe(step: StepConfig) -> str:
     fields = {k: v for k, v in asdict(step).items() if k != "kind"}
     return ", ".join(f"{k}={'null' if v is None else v}" for k, v in fields.items()) or "no parameters"
-
-
-@dataclass(frozen=True)
-class PlannedStep:
-    index: int
-    kind: str
-    job: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class PlannedProfile:
-    listed_as: str
-    checkpoint: str
-    job: str
-    method: str
-    result_kind: str
-    metrics: tuple[str, ...]
-    missing: tuple[str, ...]
-    scope_note: str
-    options: dict[str, Any]
-    ignored_options: dict[str, Any] = field(default_factory=dict)  # set in run.detail.yaml, unused by a static method
-
-
-@dataclass(frozen=True)
-class Plan:
-    device: str
-    runtime: str
-    backend: str
-    steps: tuple[PlannedStep, ...]
-    profile: tuple[PlannedProfile, ...] | None
-    evaluate: tuple[str, ...]
-    total_jobs: int
-    evaluate_on: str = ""  # what the Evaluation phase runs and on which inputs (empty: no evaluate section)
-    lowered: tuple[str, ...] = ()  # checkpoints np run lowers for the device; the others only when profiled later
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def job_of(self, checkpoint: str) -> str:
-        if checkpoint == INPUT_MODEL:
-            return INPUT_JOB
-        kind = step_of_checkpoint(checkpoint)
-        return next(s.job for s in self.steps if s.kind == kind)
 
 
 def evaluation_plan(config: ExperimentConfig, device: Device, dataset: dict[str, Any] | None) -> str:

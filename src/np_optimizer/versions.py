@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 from importlib import metadata
 
-__all__ = ["tool_version", "np_version"]
+__all__ = ["NP_VERSION", "tool_version", "np_version"]
+
+NP_VERSION = "0.1.0"  # pyproject.toml's version; np_optimizer.__version__
 
 
 @functools.cache
@@ -17,6 +19,4 @@ def tool_version(distribution: str) -> str:
 
 
 def np_version() -> str:
-    from np_optimizer import __version__
-
-    return __version__
+    return NP_VERSION

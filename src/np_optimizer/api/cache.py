@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from np_optimizer.errors import UsageError
-from np_optimizer.workspace.files import cache_root
+from np_optimizer.files import cache_root
 
 if TYPE_CHECKING:  # the compile package (backends, versions) loads when a cache is listed, not at np's start-up
     from np_optimizer.compile.cache import CacheEntryInfo

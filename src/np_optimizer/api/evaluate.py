@@ -102,7 +102,7 @@ def _evaluate(exp: Any, ids: list[str], data: Path | None, metrics: tuple[str, .
         try:
             refs.append((_checkpoint(store, job), chosen))
         except NotFoundError as exc:
-            from np_optimizer.pipeline.context import CheckpointRef
+            from np_optimizer.records import CheckpointRef
 
             ref = CheckpointRef(job.checkpoint, job.name, store.job_dir(job.name),
                                 str((job.output or {}).get("sha256", "")))

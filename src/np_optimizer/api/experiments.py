@@ -9,8 +9,8 @@ from np_optimizer.config import check_experiment_config, load_experiment_config
 from np_optimizer.config.detail_config import spelled_out_detail
 from np_optimizer.config.writer import parse_steps_option, render_detail_yaml, render_run_yaml
 from np_optimizer.devices import get_device
-from np_optimizer.devices.remote import remote_configured
 from np_optimizer.errors import UsageError
+from np_optimizer.files import CorruptFileError, read_json, write_json, write_text
 from np_optimizer.plan import build_plan, plan_notes
 from np_optimizer.records import ExperimentRecord, ValidationReport
 from np_optimizer.workspace import (
@@ -21,7 +21,7 @@ from np_optimizer.workspace import (
     resolve_project,
     utc_now,
 )
-from np_optimizer.workspace.files import CorruptFileError, read_json, write_json, write_text
+from np_optimizer.workspace.remote import remote_configured
 
 __all__ = ["experiments_create", "experiments_detail", "experiments_list", "experiment_info", "validate",
            "output_checkpoint"]

@@ -54,9 +54,9 @@ def _place(raw: dict[str, Any]) -> FarmPlace:
 def devices_farm(*, cwd: Path | None = None) -> FarmView | None:
     """The farm of the workspace around `cwd` with its places' state, or None when it has no farm. A coordinator
     that cannot be reached raises DeviceUnreachableError (NP-FRM-503, exit 4)."""
-    from np_optimizer.devices.remote import load_farm, load_remote_devices
     from np_optimizer.profiler.measure.farm import farm_places
     from np_optimizer.workspace.layout import find_workspace
+    from np_optimizer.workspace.remote import load_farm, load_remote_devices
 
     workspace = find_workspace(cwd or Path.cwd())
     coordinator = load_farm(workspace.devices_file) if workspace else None

@@ -4,7 +4,6 @@ layers.json, the compiles' layers_graph.json). No torch, no tool runs."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,46 +12,13 @@ from np_optimizer.layers.coverage import BOUNDARY_OPS
 from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
+from np_optimizer.records.report import CompareRecord, LayersRecord
 from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace import resolve_experiment
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["LayersRecord", "CompareRecord", "layers_report", "compare"]
-
-
-@dataclass(frozen=True)
-class LayersRecord:
-    experiment: str
-    checkpoint: str
-    device: str
-    method: str
-    result_kind: str
-    cost: dict[str, Any]
-    coverage: dict[str, Any] | None
-    layers: tuple[dict[str, Any], ...]
-    layer_count: int
-    file: str
-    warnings: tuple[str, ...] = ()
-    snr: dict[str, Any] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"experiment": self.experiment, "checkpoint": self.checkpoint, "device": self.device,
-                "method": self.method, "result_kind": self.result_kind, "cost": self.cost,
-                "coverage": self.coverage, "layers": list(self.layers), "layer_count": self.layer_count,
-                "file": self.file, "snr": self.snr, "warnings": list(self.warnings)}
-
-
-@dataclass(frozen=True)
-class CompareRecord:
-    columns: tuple[dict[str, Any], ...]
-    totals: tuple[dict[str, Any], ...]
-    diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"columns": list(self.columns), "totals": list(self.totals), "diffs": list(self.diffs),
-                "warnings": list(self.warnings)}
 
 
 def _rows(exp: Experiment) -> list[PipelineRow]:

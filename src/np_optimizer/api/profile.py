@@ -12,8 +12,7 @@ from np_optimizer.config.options import Opt, merge_defaults
 from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
 from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.models.source import sha256_file
-from np_optimizer.pipeline.context import CheckpointRef
-from np_optimizer.records import JobRecord, ProfileResult, ProfileRound
+from np_optimizer.records import CheckpointRef, JobRecord, ProfileResult, ProfileRound
 from np_optimizer.workspace import Experiment, resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -140,8 +139,8 @@ def profile(ids: list[str] | None = None, *, experiment: str | None = None, proj
 def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, device: str | None, runtime: str | None,
              backend: str | None, force: bool, profile_opts: dict[str, int | float] | None,
              progress: Callable[[str], None]) -> ProfileRound:
-    from np_optimizer.devices.remote import remote_for
     from np_optimizer.profiler.session import failed_round, profile_checkpoint, round_base
+    from np_optimizer.workspace.remote import remote_for
 
     target = find_device(device, runtime, backend) if device else get_device(exp.project.device_name)
     if device is None and (runtime or backend):

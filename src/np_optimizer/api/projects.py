@@ -9,6 +9,7 @@ from pathlib import Path
 
 from np_optimizer.devices import DEVICES, Device, find_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
+from np_optimizer.files import write_json
 from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
 from np_optimizer.models.source import ModelSpec, copy_model_into
 from np_optimizer.records import ProjectRecord, WorkspaceInitResult
@@ -22,7 +23,6 @@ from np_optimizer.workspace import (
     resolve_project,
     utc_now,
 )
-from np_optimizer.workspace.files import write_json
 
 __all__ = ["workspace_init", "projects_create", "projects_list", "project_info", "models_list", "devices_list"]
 

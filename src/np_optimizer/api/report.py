@@ -121,8 +121,8 @@ def _project_report(project: str | None, cwd: Path) -> ProjectReport:
 def write_html_report(record: ReportRecord, file: Path | None = None) -> Path:
     """Write `np report --html`: one self-contained page, atomically, to `file` (default report.html in the experiment
     or project folder); returns its path. A folder in the way or a missing parent folder is NP-CFG-400."""
+    from np_optimizer.files import write_text
     from np_optimizer.report.html import render_html
-    from np_optimizer.workspace.files import write_text
 
     target = Path(file) if file is not None else Path(record.folder) / "report.html"
     if target.is_dir():

@@ -9,10 +9,10 @@ from typing import Any
 from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
+from np_optimizer.files import write_json
 from np_optimizer.logs import libraries_log
 from np_optimizer.records import ExportRecord, JobRecord, JobState, MeasurementState, StatusRecord, to_dict
 from np_optimizer.workspace import resolve_experiment
-from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["status", "export", "EXPORT_LEVELS"]

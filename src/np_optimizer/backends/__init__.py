@@ -29,8 +29,12 @@ __all__ = ["KeepFloat", "Scheme", "Backend", "register_backend", "get_backend", 
 KeepFloat = Callable[["Node"], bool]
 # (target profile or None, keep-float predicate, whether any node is kept float) -> a configured PT2E quantizer
 QuantizerBuilder = Callable[[str | None, KeepFloat, bool], Any]
-# (exported program, target profile or None, output folder) -> the compile record's fields (pte_file, status, ...)
-Lowering = Callable[["ExportedProgram", str | None, Path], dict[str, Any]]
+# (exported program, target profile or None, a folder for the tool's own files) -> the lowered EdgeProgramManager.
+# A lowering writes nothing of np's: np_optimizer.compile writes the .pte, the record and the per-layer files.
+Lowering = Callable[["ExportedProgram", str | None, Path], Any]
+# (the program before lowering, target profile or None, delegation statistics, the tool's folder) -> the backend's own
+# compile record fields, with "status" and "reason" when it has something to say (no operator delegated, ...)
+Describe = Callable[["ExportedProgram", str | None, dict[str, Any], Path], dict[str, Any]]
 # (target profile or None) -> the options its lowering actually uses (part of the compile cache key)
 CompileOptions = Callable[[str | None], dict[str, Any]]
 
@@ -54,11 +58,13 @@ class Backend:
     display_name: str
     schemes: tuple[Scheme, ...]
     lower: Lowering
+    describe: Describe
     runs_on_host: bool  # its .pte runs on this machine's ExecuTorch runtime (fidelity of the .pte, on-device method)
     mlia_estimable: bool  # MLIA has a target for it (static estimates of latency and memory)
     advanced_quantize: bool  # advanced_quantize's Linear schemes lower on it
     tool_versions: tuple[str, ...] = ("executorch", "torch")  # packages whose versions decide the compiled bytes
     compile_options: CompileOptions = no_compile_options  # what besides the program decides the compiled bytes
+    executorch_config: Callable[[], Any] | None = None  # the ExecutorchBackendConfig of to_executorch (None: default)
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 

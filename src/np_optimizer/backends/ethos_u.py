@@ -19,15 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
-from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
-from np_optimizer.layers.graph import write_program_layers
-from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule, Node
 
-__all__ = ["ETHOS_U", "lower_ethos_u", "is_quantized", "read_vela_summary"]
+__all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary"]
 
 # The Arm backend runs Vela with --verbose-all (hundreds of lines per delegate) whenever this logger is enabled for
 # INFO, which a root logger at INFO does: keep it at WARNING while lowering.
@@ -113,15 +110,15 @@ def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
     return {"target": target, **vela, "config_ini": Path(vela["config_ini"]).name}
 
 
-def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -> dict[str, Any]:
+def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) -> Any:
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
     if not target:
         raise ValueError("an Ethos-U lowering needs the device's target profile (mlia_target)")
     register_quantized_out_variants()
-    artifacts = out_dir / "ethos_u"
+    artifacts = work_dir / "ethos_u"
     artifacts.mkdir(parents=True, exist_ok=True)
     vela = vela_settings(target)
     with _vela_safe(artifacts, Path(vela["config_ini"])) as (work, config_ini):
@@ -130,38 +127,41 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, out_dir: Path) -
         spec.dump_intermediate_artifacts_to(str(work))  # before the partitioner copies the spec
         spec.dump_debug_info(ArmCompileSpec.DebugMode.JSON)  # debug.json: TOSA op -> nn_module_stack, for the layers
         with _logger_level(_VERBOSE_LOGGER, logging.WARNING):
-            edge = to_edge_transform_and_lower(
+            return to_edge_transform_and_lower(
                 program,
                 partitioner=[EthosUPartitioner(spec)],
                 # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
             )
-    stats = delegation_stats(edge.exported_program())
-    write_program_layers(edge.exported_program(), out_dir)  # per-op placement and module keys for the views
-    executorch_program = edge.to_executorch(config=ExecutorchBackendConfig(extract_delegate_segments=False))
-    pte = out_dir / "model.pte"
-    write_bytes(pte, executorch_program.buffer)  # atomic: a crash never leaves half a .pte
+
+
+def ethos_u_executorch_config() -> Any:
+    from executorch.exir import ExecutorchBackendConfig
+
+    return ExecutorchBackendConfig(extract_delegate_segments=False)
+
+
+def describe_ethos_u(program: ExportedProgram, target: str | None, stats: dict[str, Any],
+                     work_dir: Path) -> dict[str, Any]:
+    """The TOSA and Vela files the lowering left in `work_dir`, Vela's summary, and why nothing was delegated."""
+    artifacts = work_dir / "ethos_u"
     # Files of executorch 1.4.1's Arm backend: output_tag<N>_<spec>.tosa per delegate, and Vela's
     # output/out_summary_<system config>.csv for the last delegate only (Vela overwrites per delegate).
     tosa = sorted(artifacts.glob("output_tag*.tosa"))
     summaries = sorted(artifacts.glob("output/out_summary_*.csv"))
-    status, reason = "ok", None
+    fields: dict[str, Any] = {}
     if stats["num_delegates"] == 0:
-        status = "unsupported"
-        reason = ("the checkpoint is float: Ethos-U runs int8/int16 only, so no operator was delegated "
-                  "(quantize it with graph_quantize)" if not is_quantized(program)
-                  else "no operator of the checkpoint is supported by the Ethos-U partitioner")
+        fields["status"] = "unsupported"
+        fields["reason"] = ("the checkpoint is float: Ethos-U runs int8/int16 only, so no operator was delegated "
+                            "(quantize it with graph_quantize)" if not is_quantized(program)
+                            else "no operator of the checkpoint is supported by the Ethos-U partitioner")
     return {
-        "pte_file": pte.name,
-        **stats,
-        "status": status,
-        "reason": reason,
-        "planned_arena_bytes": planned_arena_bytes(executorch_program),
-        "tosa_file": str(tosa[-1].relative_to(out_dir)) if tosa else None,
-        "vela_summary_file": str(summaries[0].relative_to(out_dir)) if summaries else None,
+        **fields,
+        "tosa_file": str(tosa[-1].relative_to(work_dir)) if tosa else None,
+        "vela_summary_file": str(summaries[0].relative_to(work_dir)) if summaries else None,
         "vela_summary": read_vela_summary(summaries[0]) if summaries else None,
         "vela_summary_partial": stats["num_delegates"] > 1,
-        "vela_config": vela,
+        "vela_config": vela_settings(target) if target else None,
         "quantized": is_quantized(program),
     }
 
@@ -209,6 +209,8 @@ ETHOS_U = register_backend(Backend(
         Scheme("W8-A16", _quantizer(a16=True), "int8 weights, int16 activations"),
     ),
     lower=lower_ethos_u,
+    describe=describe_ethos_u,
+    executorch_config=ethos_u_executorch_config,
     runs_on_host=False,
     mlia_estimable=True,
     advanced_quantize=False,

@@ -7,14 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
-from np_optimizer.compile.stats import delegation_stats, planned_arena_bytes
-from np_optimizer.layers.graph import write_program_layers
-from np_optimizer.workspace.files import write_bytes
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
-__all__ = ["XNNPACK", "lower_xnnpack", "register_quantized_out_variants"]
+__all__ = ["XNNPACK", "lower_xnnpack", "describe_xnnpack", "register_quantized_out_variants"]
 
 
 def register_quantized_out_variants() -> None:
@@ -29,22 +26,18 @@ def xnnpack_compile_options(_target: str | None) -> dict[str, Any]:
     return {"partitioner": "XnnpackPartitioner()"}
 
 
-def lower_xnnpack(program: ExportedProgram, _target: str | None, out_dir: Path) -> dict[str, Any]:
+def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path) -> Any:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     register_quantized_out_variants()
-    edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
-    stats = delegation_stats(edge.exported_program())
-    write_program_layers(edge.exported_program(), out_dir)  # per-op placement and module keys for the views
-    executorch_program = edge.to_executorch()
-    pte = out_dir / "model.pte"
-    write_bytes(pte, executorch_program.buffer)  # atomic: a crash never leaves half a .pte
-    reason = None
+    return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+
+
+def describe_xnnpack(_program: ExportedProgram, _target: str | None, stats: dict[str, Any], _work_dir: Path) -> dict[str, Any]:
     if stats["num_delegates"] == 0:
-        reason = "XNNPACK delegated no operator; the .pte runs on portable CPU kernels only"
-    return {"pte_file": pte.name, **stats, "planned_arena_bytes": planned_arena_bytes(executorch_program),
-            "reason": reason, "status": "ok"}
+        return {"reason": "XNNPACK delegated no operator; the .pte runs on portable CPU kernels only"}
+    return {}
 
 
 def _quantizer(config_kwargs: dict[str, Any], linear_only: bool) -> QuantizerBuilder:
@@ -84,6 +77,7 @@ XNNPACK = register_backend(Backend(
                "4-bit weights of Linear layers, activations quantized at run time; convolutions stay float"),
     ),
     lower=lower_xnnpack,
+    describe=describe_xnnpack,
     runs_on_host=True,
     mlia_estimable=False,
     advanced_quantize=True,

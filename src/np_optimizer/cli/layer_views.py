@@ -7,8 +7,8 @@ from typing import Any
 
 from np_optimizer.api.layers import CompareRecord, LayersRecord
 from np_optimizer.cli.render import line, out, print_json, print_plain, print_table, warn
+from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
-from np_optimizer.profiler.render import humanize_count
 
 __all__ = ["show_layers", "show_compare"]
 

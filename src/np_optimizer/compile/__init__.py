@@ -33,6 +33,8 @@ from np_optimizer.versions import tool_version
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
+PTE_FILE = "model.pte"  # in every compile folder
+
 __all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note"]
 
 _log = logging.getLogger("np.Compiler")
@@ -118,7 +120,7 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
         if os.environ.get("NP_FAULT") == "no-lowering":  # tests: prove that a command compiled nothing
             raise RuntimeError("NP_FAULT=no-lowering: a lowering was attempted")
         program = program if program is not None else load_program(program_path)
-        fields = get_backend(device.backend).lower(program, device.mlia_target, out_dir)
+        fields = _lower_and_write(program, device, out_dir)
     except ToolError:
         raise
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
@@ -128,6 +130,27 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
     pte = out_dir / fields["pte_file"]
     return CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
                          seconds=round(time.perf_counter() - start, 3))
+
+
+def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) -> dict[str, Any]:
+    """Lower through the device's backend (which writes nothing of np's), then write what it gave: the per-op layer
+    file (read before to_executorch, whose passes rewrite the graph), the .pte (atomic: a crash never leaves half a
+    .pte), and the record's fields."""
+    from np_optimizer.files import write_bytes
+    from np_optimizer.graph.delegation import delegation_stats, planned_arena_bytes
+    from np_optimizer.layers.graph import write_program_layers
+
+    backend = get_backend(device.backend)
+    edge = backend.lower(program, device.mlia_target, out_dir)
+    stats = delegation_stats(edge.exported_program())
+    write_program_layers(edge.exported_program(), out_dir)  # per-op placement and module keys for the views
+    config = backend.executorch_config() if backend.executorch_config else None
+    executorch_program = edge.to_executorch(config=config) if config is not None else edge.to_executorch()
+    pte = out_dir / PTE_FILE
+    write_bytes(pte, executorch_program.buffer)
+    return {"pte_file": pte.name, **stats, "status": "ok", "reason": None,
+            "planned_arena_bytes": planned_arena_bytes(executorch_program),
+            **backend.describe(program, device.mlia_target, stats, out_dir)}
 
 
 def _from_cache(hit: CachedCompile, device: Device, out_dir: Path, start: float) -> CompileResult:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.files import CorruptFileError, cache_root, read_json, remove_path, write_json
 from np_optimizer.models.source import sha256_file
-from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, remove_path, write_json
 
 __all__ = ["compile_cache_folder", "CompileCache", "CachedCompile", "CacheEntryInfo", "ENTRY_FILE"]
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.files import CorruptFileError, read_json, write_json
 from np_optimizer.records import from_dict, to_dict
-from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
 
 __all__ = ["CompileResult", "read_compile_record", "write_compile_record", "COMPILE_RECORD"]
 

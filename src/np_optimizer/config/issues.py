@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+
+from np_optimizer.records.validation import ValidationIssue
 
 __all__ = ["ValidationIssue", "did_you_mean", "L_SYNTAX", "L_SCHEMA", "L_REFERENCE", "L_DEVICE"]
 
@@ -12,30 +13,6 @@ L_SYNTAX = "L1"  # the file is not YAML, or not the expected shape
 L_SCHEMA = "L2"  # a key or value outside the schema
 L_REFERENCE = "L3"  # a name that refers to nothing (checkpoint, step, profile index)
 L_DEVICE = "HW"  # valid YAML that the project's device cannot do
-
-
-@dataclass(frozen=True)
-class ValidationIssue:
-    code: str
-    level: str
-    location: str
-    message: str
-    hint: str = ""
-    is_warning: bool = False
-    file: str = ""
-    line: int | None = None
-    column: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    @property
-    def where(self) -> str:
-        """`file:line:col` when known, else the YAML location."""
-        if self.line is None:
-            return self.location
-        place = f"{self.file}:{self.line}" if self.file else f"line {self.line}"
-        return f"{place}:{self.column}" if self.column is not None else place
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from np_optimizer.backends import Backend, get_backend
 from np_optimizer.errors import NotFoundError, UnsupportedError
+from np_optimizer.metrics import HEADLINE
 from np_optimizer.metrics import MetricType as M
 
 __all__ = [
@@ -90,8 +91,8 @@ class Device:
 
 
 _STATIC = (M.MACS, M.PARAMS)
-_MEASURED = (M.LATENCY, M.MEMORY, M.MODEL_WEIGHT_MEMORY, M.MACS, M.PARAMS)
-_ESTIMATED_NPU = (M.LATENCY, M.MEMORY, M.MODEL_WEIGHT_MEMORY, M.MACS, M.PARAMS)
+_MEASURED = HEADLINE
+_ESTIMATED_NPU = HEADLINE
 
 _MLIA_CPU = MethodSupport(
     "mlia",

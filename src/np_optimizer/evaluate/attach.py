@@ -9,9 +9,9 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError, UsageError
 from np_optimizer.evaluate.inputs import EVALUATION_KEY
+from np_optimizer.files import write_json
 from np_optimizer.models.source import ModelSpec
 from np_optimizer.workspace import PROJECT_FILE, Project, utc_now
-from np_optimizer.workspace.files import write_json
 
 __all__ = ["prepare_dataset", "attach_dataset", "parse_channels"]
 

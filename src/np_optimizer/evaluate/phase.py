@@ -14,8 +14,7 @@ from np_optimizer.errors import ConfigError, NpError, error_record
 from np_optimizer.evaluate.inputs import EvalInputs, labelled_inputs, num_classes, project_dataset, unlabelled_inputs
 from np_optimizer.evaluate.session import evaluate_checkpoint, format_metrics
 from np_optimizer.logs import get_logger, phase_banner
-from np_optimizer.pipeline.context import CheckpointRef
-from np_optimizer.records import EvaluationResult
+from np_optimizer.records import CheckpointRef, EvaluationResult
 from np_optimizer.workspace import Project, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from np_optimizer.evaluate.inputs import EVALUATION_KEY
+from np_optimizer.files import write_json
 from np_optimizer.samples import SAMPLE_DATA, SampleProject
 from np_optimizer.workspace import PROJECT_FILE, Project, utc_now
-from np_optimizer.workspace.files import write_json
 
 __all__ = ["add_sample_data"]
 

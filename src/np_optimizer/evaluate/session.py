@@ -21,8 +21,7 @@ from np_optimizer.evaluate.metrics import (
     comparison_metrics,
     task_metrics,
 )
-from np_optimizer.pipeline.context import CheckpointRef
-from np_optimizer.records import EvaluationResult, MetricValue
+from np_optimizer.records import CheckpointRef, EvaluationResult, MetricValue
 from np_optimizer.versions import tool_version
 from np_optimizer.workspace import utc_now
 

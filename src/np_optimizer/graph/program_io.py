@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.errors import ModelError
-from np_optimizer.workspace.files import write_bytes
+from np_optimizer.files import write_bytes
 
 if TYPE_CHECKING:
     import torch

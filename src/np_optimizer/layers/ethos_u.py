@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.files import write_text
 from np_optimizer.layers.coverage import coverage_of
 from np_optimizer.layers.files import LAYERS_FILE, LAYERS_SCHEMA, aggregate
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.vela import DEBUG_FILE, join_rows, read_debug_info, read_per_layer_csv
-from np_optimizer.workspace.files import write_text
 
 __all__ = ["ethos_u_layers", "write_layers"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import NotFoundError
-from np_optimizer.workspace.files import CorruptFileError, read_json
+from np_optimizer.files import CorruptFileError, read_json
 
 __all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "layers_path", "read_numerics"]
 

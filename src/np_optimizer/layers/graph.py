@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.files import write_json
 from np_optimizer.layers.keys import assign_keys, is_overhead, op_family
-from np_optimizer.workspace.files import write_json
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -25,7 +25,7 @@ def _ops(gm: GraphModule, delegated: bool, delegate: int | None) -> list[dict[st
     import torch
     from torch.utils.flop_counter import flop_registry
 
-    from np_optimizer.compile.stats import op_name
+    from np_optimizer.graph.delegation import op_name
     from np_optimizer.graph.stats import _node_flops
 
     rows = []

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.files import write_json
 from np_optimizer.layers.keys import assign_keys
 from np_optimizer.layers.lineage import INPUT, LayerGraph
-from np_optimizer.workspace.files import write_json
 
 if TYPE_CHECKING:
     import torch
@@ -45,7 +45,7 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
     """Keys of every call_function node (keys.py's rules), each layer's output node, producers and liveness."""
     import torch
 
-    from np_optimizer.compile.stats import op_name
+    from np_optimizer.graph.delegation import op_name
 
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     keys = assign_keys(((n.name, op_name(n), n.meta.get("nn_module_stack"),

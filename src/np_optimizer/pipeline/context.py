@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.config import ExperimentConfig
 from np_optimizer.devices import Device
 from np_optimizer.pipeline.data import InputSet
+from np_optimizer.records import CheckpointRef
 from np_optimizer.workspace import Experiment, Project
 
 if TYPE_CHECKING:
@@ -20,16 +21,6 @@ if TYPE_CHECKING:
     from np_optimizer.models.source import LoadedModel
 
 __all__ = ["CheckpointRef", "RunContext", "StepContext", "StepOutcome"]
-
-
-@dataclass(frozen=True)
-class CheckpointRef:
-    """A checkpoint on disk: INPUT_MODEL, GRAPH_OPTIMIZE, ... made by job `job`."""
-
-    name: str
-    job: str
-    path: Path
-    sha256: str
 
 
 @dataclass

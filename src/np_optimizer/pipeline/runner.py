@@ -63,8 +63,8 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     device = get_device(project.device_name)
     # ValidationFailed here means nothing runs.
     config = load_experiment_config(experiment.run_file, device, model=project.info["model"])
-    from np_optimizer.devices.remote import remote_configured
     from np_optimizer.plan import build_plan
+    from np_optimizer.workspace.remote import remote_configured
 
     plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(experiment, device.name))
     if device.local and any(p.method == "on-device" for p in plan.profile or ()):

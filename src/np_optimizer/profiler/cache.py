@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.workspace.files import CorruptFileError, cache_root, read_json, remove_path, write_json
+from np_optimizer.files import CorruptFileError, cache_root, read_json, remove_path, write_json
 from np_optimizer.workspace.shapes import json_kind, shape_problem
 
 __all__ = ["cache_root", "cache_key", "EstimateCache", "CacheLookup"]

@@ -1,30 +1,11 @@
-"""Human wording of profile results: the log lines under "Profiling: <name>", and number formats."""
+"""Human wording of profile results: the log lines under "Profiling: <name>"."""
 
 from __future__ import annotations
 
+from np_optimizer.formats import humanize_count, mib
 from np_optimizer.records import ProfileResult
 
-__all__ = ["metric_lines", "humanize_count", "mib"]
-
-
-_SCALES = ((1.0, ""), (1e3, "K"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
-
-
-def humanize_count(value: float | None) -> str:
-    """1.8G, 11.7M, 3.1K: counts as the report shows them."""
-    if value is None:
-        return "-"
-    index = max((i for i, (limit, _) in enumerate(_SCALES) if abs(value) >= limit), default=0)
-    digits = 0 if index == 0 else 1
-    if index + 1 < len(_SCALES) and abs(round(value / _SCALES[index][0], digits)) >= 1000:
-        index, digits = index + 1, 1  # 999,950 rounds to 1000.0K: say 1.0M
-    limit, suffix = _SCALES[index]
-    return f"{value / limit:.{digits}f}{suffix}"
-
-
-def mib(value_bytes: float) -> float:
-    """Bytes to MB as the report counts them (1 MB = 1024 x 1024 bytes)."""
-    return value_bytes / (1024 * 1024)
+__all__ = ["metric_lines"]
 
 
 def metric_lines(result: ProfileResult) -> list[str]:

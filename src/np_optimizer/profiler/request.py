@@ -9,8 +9,8 @@ from typing import Any
 
 from np_optimizer.compile.result import CompileResult
 from np_optimizer.devices import Device
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.records import MetricValue
+from np_optimizer.workspace.remote import RemoteDevice
 
 __all__ = ["ProfileRequest", "MethodOutput"]
 

@@ -12,20 +12,20 @@ from typing import Any
 
 from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled, reuse_note
 from np_optimizer.devices import Device
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import CompileError, NpError, error_record
+from np_optimizer.files import write_text
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.models.source import sha256_file
-from np_optimizer.pipeline.context import CheckpointRef, RunContext
+from np_optimizer.pipeline.context import RunContext
 from np_optimizer.plan import Plan
 from np_optimizer.profiler.cache import EstimateCache, cache_key
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
-from np_optimizer.records import MetricValue, ProfileResult, from_dict
+from np_optimizer.records import CheckpointRef, MetricValue, ProfileResult, from_dict
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
-from np_optimizer.workspace.files import write_text
+from np_optimizer.workspace.remote import RemoteDevice
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["profile_checkpoint", "profile_run", "measurement_id", "round_base", "failed_round"]
@@ -37,7 +37,7 @@ def measurement_id() -> str:
 
 def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log: logging.Logger,
                   progress: Callable[[str], None]) -> tuple[CompileResult, Path, float, bool]:
-    from np_optimizer.workspace.files import file_lock
+    from np_optimizer.files import file_lock
 
     out_dir = compile_dir(job_dir, device)
     with file_lock(out_dir):  # another np process may be compiling, or measuring, the same folder
@@ -186,7 +186,7 @@ def _queue_notice(log: logging.Logger) -> Callable[[str], None]:
 
 def _program_stats(job_dir: Path, program_sha256: str) -> dict[str, Any]:
     """MACs, params and weight bytes its job recorded for this exact checkpoint (read from job.json, no torch)."""
-    from np_optimizer.workspace.files import CorruptFileError, read_json
+    from np_optimizer.files import CorruptFileError, read_json
 
     try:
         output = (read_json(job_dir / "job.json").get("output") or {})
@@ -248,7 +248,7 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     store.update_report(lambda r: r.update({"profile": {
         "enabled": True, "listed": [p.listed_as for p in profiles], "method": profiles[0].method
         if profiles else None, "started_at": utc_now(), "results": []}}))
-    from np_optimizer.devices.remote import remote_for
+    from np_optimizer.workspace.remote import remote_for
 
     remote = remote_for(run.experiment, device.name)
     results = []

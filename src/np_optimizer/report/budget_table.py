@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from np_optimizer.records.report import Table
 from np_optimizer.report.budgets import FAIL, NOT_CHECKED, PASS, BudgetVerdict
-from np_optimizer.report.tables import Table
 
 __all__ = ["with_budget_column", "budget_table"]
 

@@ -10,98 +10,25 @@ never a pass. Reads JSON only (no torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from np_optimizer.config.budgets import Budget
 from np_optimizer.devices import DEVICES
-from np_optimizer.report.model import ExperimentReport, PipelineRow
+from np_optimizer.records.report import (
+    FAIL,
+    NOT_CHECKED,
+    PASS,
+    BudgetOutcome,
+    BudgetVerdict,
+    ExperimentReport,
+    Pick,
+    PipelineRow,
+)
 
 __all__ = ["Pick", "BudgetOutcome", "BudgetVerdict", "pick_value", "check_budgets", "PASS", "FAIL", "NOT_CHECKED"]
 
-PASS, FAIL, NOT_CHECKED = "pass", "fail", "not checked"
 _BY_NAME = {d.name: d for d in DEVICES}
 _PROFILED = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY")
-
-
-@dataclass(frozen=True)
-class Pick:
-    """The value a budget (or the scatter) uses for one checkpoint and metric, in the stored unit, and where it came
-    from; `value` None with `reason` when there is none."""
-
-    value: float | None
-    kind: str = ""  # measured | estimated | static (pte size) | fidelity (SNR) | evaluated (accuracy)
-    source: str = ""
-    measurement_id: str | None = None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class BudgetOutcome:
-    checkpoint: str
-    model: str  # the row's name: input_model, 02_graph_quantize ...
-    key: str
-    metric_type: str
-    unit: str
-    limit: float
-    minimum: bool
-    status: str  # pass | fail | not checked
-    value: float | None  # in the budget's unit
-    kind: str
-    source: str
-    reason: str = ""
-    origin: str = "run.yaml"
-
-    @property
-    def message(self) -> str:
-        if self.status == NOT_CHECKED:
-            return f"{self.key}: not checked ({self.reason})"
-        rel = ">=" if self.minimum else "<="
-        word = "ok" if self.status == PASS else "over budget" if not self.minimum else "under the minimum"
-        return f"{self.key} = {_fmt(self.value)} {self.unit} ({self.kind}), budget {rel} {_fmt(self.limit)} " \
-               f"{self.unit}: {word}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "model": self.model, "budget": self.key, "metric_type": self.metric_type,
-                "unit": self.unit, "limit": self.limit, "kind_of_limit": "min" if self.minimum else "max",
-                "status": self.status, "value": self.value, "value_kind": self.kind, "source": self.source,
-                "reason": self.reason or None, "origin": self.origin}
-
-
-@dataclass(frozen=True)
-class BudgetVerdict:
-    outcomes: tuple[BudgetOutcome, ...]
-    checkpoints: tuple[str, ...]
-    check_all: bool = False
-
-    def count(self, status: str) -> int:
-        return sum(o.status == status for o in self.outcomes)
-
-    @property
-    def status(self) -> str:
-        """fail if any failed; pass if at least one passed and none failed; else not checked."""
-        if self.count(FAIL):
-            return FAIL
-        return PASS if self.count(PASS) else NOT_CHECKED
-
-    @property
-    def line(self) -> str:
-        """The one-line verdict."""
-        counts = f"{self.count(PASS)} passed, {self.count(FAIL)} failed, {self.count(NOT_CHECKED)} not checked"
-        scope = ", ".join(c.lower() for c in self.checkpoints)
-        if self.status == FAIL:
-            failed = "; ".join(f"{o.model} {o.key} {_fmt(o.value)} {o.unit} vs "
-                               f"{'>=' if o.minimum else '<='} {_fmt(o.limit)}"
-                               for o in self.outcomes if o.status == FAIL)
-            return f"Budgets FAILED on {scope} ({counts}): {failed}"
-        if self.status == PASS:
-            return f"Budgets passed on {scope} ({counts})"
-        return f"Budgets NOT CHECKED on {scope}: none of the {len(self.outcomes)} could be checked"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "verdict": self.line, "checkpoints": list(self.checkpoints),
-                "check_all": self.check_all, "passed": self.count(PASS), "failed": self.count(FAIL),
-                "not_checked": self.count(NOT_CHECKED), "outcomes": [o.to_dict() for o in self.outcomes]}
 
 
 def _fmt(value: float | None) -> str:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from np_optimizer.records.report import Table
     from np_optimizer.report.model import PipelineRow
-    from np_optimizer.report.tables import Table
 
 __all__ = ["EvaluationGroup", "ROW_METRICS", "apply_evaluation", "evaluation_groups", "evaluation_tables",
            "metric_cell", "metric_header", "best_row", "BEST_RULE"]
@@ -85,7 +85,7 @@ def evaluation_groups(evaluation: dict[str, Any] | None, shas: dict[str, str | N
 
 def evaluation_tables(groups: list[EvaluationGroup]) -> list[Table]:
     """One table per checkpoint: Started | Dataset | Source (vs) | Samples | metrics (np-interface.md §4)."""
-    from np_optimizer.report.tables import Table
+    from np_optimizer.records.report import Table
 
     tables = []
     for group in groups:

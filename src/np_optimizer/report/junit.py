@@ -50,7 +50,7 @@ def junit_xml(verdict: BudgetVerdict, experiment: str, timestamp: str | None = N
 def write_junit(path: Path, verdict: BudgetVerdict, experiment: str, timestamp: str | None = None) -> Path:
     """Write the JUnit file atomically; a folder in its place or a missing parent is a clear NP-CFG-400."""
     from np_optimizer.errors import ConfigError
-    from np_optimizer.workspace.files import write_text
+    from np_optimizer.files import write_text
 
     if path.is_dir():
         raise ConfigError(f"--junit {path} is a folder.", hint="Give a file name, e.g. --junit budgets.xml.",

@@ -5,83 +5,24 @@ Everything here reads JSON only (no torch), so `np report` starts fast.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Any
 
+from np_optimizer import metrics
 from np_optimizer.devices import DEVICES
+from np_optimizer.records.report import (
+    FINISHED,
+    ExperimentReport,
+    PipelineRow,
+    PostHocGroup,
+    ProjectReport,
+    ProjectRow,
+)
 
 __all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "build_experiment_report",
            "steps_label", "FINISHED", "HEADLINE"]
 
-FINISHED = {"success", "reused", "failed", "canceled"}
-HEADLINE = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS")
+HEADLINE = tuple(str(m) for m in metrics.HEADLINE)
 _BY_NAME = {d.name: d for d in DEVICES}
-
-
-@dataclass
-class PipelineRow:
-    model: str  # input_model | 01_graph_optimize | ...
-    checkpoint: str
-    step_type: str
-    status: str
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    profile: dict[str, Any] | None = None  # the inline profile result
-    listed: bool = False  # in run.yaml's profile list
-    lowering: dict[str, Any] | None = None
-    fidelity: dict[str, Any] | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
-
-    @property
-    def finished(self) -> bool:
-        return self.status in FINISHED
-
-    def value(self, metric_type: str) -> float | None:
-        metric = self.metrics.get(metric_type)
-        if metric is not None and metric.get("identical"):
-            return math.inf  # outputs identical to INPUT_MODEL's: the best SNR there is
-        return None if metric is None else metric.get("value")
-
-
-@dataclass
-class PostHocGroup:
-    target: str  # checkpoint name, lower case
-    job: str
-    rounds: list[dict[str, Any]]  # SUCCESS rounds, newest first
-    hidden: dict[str, int]  # status -> count of rounds not shown
-
-
-@dataclass
-class ExperimentReport:
-    experiment: dict[str, Any]
-    rows: list[PipelineRow]
-    post_hoc: list[PostHocGroup]
-    post_hoc_all: list[dict[str, Any]]  # every round, time order (for --json)
-    profiling_enabled: bool
-    method: str | None
-    warnings: list[str] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-    evaluation: list[Any] = field(default_factory=list)  # EvaluationGroup per checkpoint (report/evaluation.py)
-    evaluation_all: list[dict[str, Any]] = field(default_factory=list)  # every evaluation round, for --json
-    best: str | None = None  # the best-model rule's pick (a row's model name)
-
-
-@dataclass(frozen=True)
-class ProjectRow:
-    """One experiment of the project view: its output checkpoint's row (None: no steps, or unreadable)."""
-
-    name: str
-    status: str  # the experiment's status, or "unreadable"
-    step_types: tuple[str, ...] = ()
-    output: PipelineRow | None = None
-
-
-@dataclass(frozen=True)
-class ProjectReport:
-    name: str
-    device: str
-    model_name: str | None
-    input_row: PipelineRow | None  # INPUT_MODEL's row from the first experiment that has its metrics
-    experiments: tuple[ProjectRow, ...] = ()
 
 
 def _metric(metric_type: str, value: Any, unit: str, **extra: Any) -> dict[str, Any]:

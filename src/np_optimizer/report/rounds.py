@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from np_optimizer.profiler.render import mib
+from np_optimizer.formats import fmt_number, mib
 from np_optimizer.records import ProfileResult
-from np_optimizer.report.tables import Table, fmt_number
+from np_optimizer.records.report import Table
 
 __all__ = ["round_kind", "round_table", "round_messages", "round_failures"]
 

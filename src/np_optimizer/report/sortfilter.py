@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from np_optimizer.errors import UsageError
+from np_optimizer.records.report import SortKey
 
 __all__ = ["SORTABLE", "SortKey", "Condition", "parse_sort", "parse_filter", "apply_sort", "apply_filter"]
 
@@ -43,13 +44,6 @@ _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": oper
                                                    "!=": operator.ne, ">": operator.gt, "<": operator.lt}
 _EXAMPLES = ("Examples: --sort latency  --sort snr:desc,latency  --filter 'latency<5,snr>=30'  --sort top1  "
              "--filter 'top1>=0.9'")
-
-
-@dataclass(frozen=True)
-class SortKey:
-    token: str
-    metric_type: str
-    descending: bool
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.devices import DEVICES
+from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
-from np_optimizer.profiler.render import humanize_count, mib
+from np_optimizer.metrics import HEADLINE
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
 from np_optimizer.report.sortfilter import SortKey
 
 if TYPE_CHECKING:
     from np_optimizer.records import ReportRecord
+
+from np_optimizer.records.report import Table
 
 __all__ = ["Table", "report_tables", "header_rows", "next_step", "pipeline_table", "post_hoc_tables",
            "project_table", "fmt_number"]
@@ -25,18 +27,6 @@ FOOTNOTES = {
     NOT_FINISHED: "--  the row is not finished yet",
     NO_VALUE: "-   finished, but no value (not listed under profile:, or its profiling failed)",
 }
-
-
-@dataclass
-class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-    plain_columns: list[str]
-    plain_rows: list[list[Any]]
-    caption: str = ""
-    footnotes: list[str] = field(default_factory=list)
-    section: str = ""  # the --plain section name: pipeline, posthoc_profile:<checkpoint>, experiments
 
 
 def report_tables(record: ReportRecord) -> list[Table]:
@@ -64,11 +54,6 @@ def next_step(record: ReportRecord) -> str | None:
         return None
     on_cpu = (record.data.get("experiment") or {}).get("backend") == "xnnpack"
     return "Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else "")
-
-
-def fmt_number(value: float) -> str:
-    """2 decimals, or 3 significant digits below 1 (NPU latencies are often tens of microseconds)."""
-    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
 
 
 def _fmt_snr(metric: dict[str, Any]) -> str:
@@ -288,7 +273,7 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
     return tables
 
 
-HEADLINE_ORDER = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS")
+HEADLINE_ORDER = tuple(str(m) for m in HEADLINE)
 
 
 def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:

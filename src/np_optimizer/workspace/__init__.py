@@ -1,7 +1,7 @@
-"""The workspace on disk: its folders (layout), atomic locked files (files) and the experiment's result store (store).
+"""The workspace on disk: its folders (layout) and the experiment's result store (store); atomic locked files are
+np_optimizer.files, a floor below.
 
     layout.py   workspace / project / experiment folders and finding them from the current directory
-    files.py    atomic JSON writes (temp file + rename) and per-file locks
     store.py    report.json, job.json and meta.json of an experiment, written under one experiment lock
     run_lock.py one np run (or shared np profiles) per experiment at a time, naming a busy holder
 """

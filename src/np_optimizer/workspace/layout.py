@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
-from np_optimizer.workspace.files import CorruptFileError, read_json, write_json
+from np_optimizer.files import CorruptFileError, read_json, write_json
 from np_optimizer.workspace.shapes import json_kind
 
 __all__ = [

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ConfigError
+from np_optimizer.files import write_json
 from np_optimizer.processes import pid_alive, start_ticks
-from np_optimizer.workspace.files import write_json
 from np_optimizer.workspace.layout import Experiment
 
 __all__ = ["run_lock", "run_lock_holders", "RunHolder", "LOCK_FILE", "HOLDERS_DIR"]

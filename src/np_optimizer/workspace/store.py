@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Union
 
 from np_optimizer.errors import StoreError
+from np_optimizer.files import CorruptFileError, file_lock, read_json, write_json
 from np_optimizer.records import SCHEMA_VERSION, EvaluationResult, JobRecord, ProfileResult, from_dict, to_dict
-from np_optimizer.workspace.files import CorruptFileError, file_lock, read_json, write_json
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.shapes import shape_problem
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
 
-from np_optimizer.devices.remote import RemoteDevice, at_place
 from np_optimizer.errors import DeviceUnreachableError, MeasureError
 from np_optimizer.profiler.measure import measure_failure
 from np_optimizer.profiler.measure.device_queue import QueueStatus
+from np_optimizer.workspace.remote import RemoteDevice, at_place
 
 __all__ = ["FarmLease", "farm_places", "AGENT_MODULE"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.workspace.files import remove_path
+from np_optimizer.files import remove_path
 
 __all__ = ["write_json", "discard", "number", "integer", "optional", "valid_holder", "valid_entry", "valid_history",
            "read_record"]

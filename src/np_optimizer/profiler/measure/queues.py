@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus
+from np_optimizer.workspace.remote import RemoteDevice
 
 __all__ = ["Slot", "Queue", "register_queue", "registered_queues", "queue_for"]
 

@@ -49,7 +49,7 @@ from np_optimizer.profiler.measure import (
 )
 
 if TYPE_CHECKING:
-    from np_optimizer.devices.remote import RemoteDevice
+    from np_optimizer.workspace.remote import RemoteDevice
 
 __all__ = ["SshTarget", "target_for", "measure_remote", "classify_ssh_failure", "BOOTSTRAP"]
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from np_optimizer.backends import get_backend
 from np_optimizer.errors import DeviceUnreachableError, MeasureError, UnsupportedError
+from np_optimizer.files import write_text
 from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.measure import Measurement, MeasureOptions
@@ -29,7 +30,6 @@ from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
-from np_optimizer.workspace.files import write_text
 
 __all__ = ["profile", "measure_options"]
 

@@ -4,37 +4,26 @@ warnings, the glossary and the budgets. Reads files only (no torch)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from markupsafe import Markup
 
 from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.errors import NpError
-from np_optimizer.profiler.render import humanize_count, mib
+from np_optimizer.formats import fmt_metric, is_finite
+from np_optimizer.metrics import SHOWN
+from np_optimizer.records.report import Table
 from np_optimizer.report.budgets import BudgetVerdict, check_budgets
 from np_optimizer.report.html.charts import Bar, BudgetLine, Series, bar_chart
 from np_optimizer.report.html.sections import Section, SectionContext, render_sections
 from np_optimizer.report.model import ExperimentReport, PipelineRow
-from np_optimizer.report.tables import Table, fmt_number, post_hoc_tables
+from np_optimizer.report.tables import post_hoc_tables
 
 __all__ = ["Cell", "Row", "Chart", "ExperimentView", "experiment_view", "CHART_METRICS", "SHOWN", "is_finite", "fmt_metric",
            "metric_kind"]
 
-_MIB = 1024.0 * 1024.0
-# metric type -> (header, unit shown, stored value / shown value)
-SHOWN: dict[str, tuple[str, str, float]] = {
-    "LATENCY": ("Latency", "ms", 1.0),
-    "MEMORY": ("Memory", "MB", 1.0),
-    "MACS": ("MACs", "MACs", 1.0),
-    "PARAMS": ("Params", "params", 1.0),
-    "MODEL_WEIGHT_MEMORY": ("Weight memory", "MB", _MIB),
-    "SNR": ("SNR (vs input)", "dB", 1.0),
-    "PTE_SIZE": (".pte size", "MB", _MIB),
-    "DELEGATED_OPS": ("Delegated ops", "ops", 1.0),
-}
 CHART_METRICS = ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "PTE_SIZE", "SNR")
 _NOT_COLUMNS = {"TOTAL_OPS"}  # shown inside Delegated ops
 _PROFILED = {"LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS"}
@@ -100,24 +89,6 @@ class ExperimentView:
     budgets: BudgetVerdict | None
     budgets_checked: bool  # by --check (exit code) rather than shown from run.yaml
     sections: list[Section] = field(default_factory=list)
-
-
-def fmt_metric(metric_type: str, value: float) -> str:
-    if metric_type in ("MACS", "PARAMS"):
-        return humanize_count(value)
-    if metric_type == "MODEL_WEIGHT_MEMORY":
-        return f"{mib(value):.2f}"
-    if metric_type == "PTE_SIZE":
-        return f"{mib(value):.3f}"
-    if metric_type == "SNR":
-        return f"{value:.2f}"
-    if metric_type == "DELEGATED_OPS":
-        return f"{value:.0f}"
-    return fmt_number(value)
-
-
-def is_finite(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:

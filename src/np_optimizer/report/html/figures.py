@@ -12,11 +12,11 @@ from typing import Any
 
 from markupsafe import Markup
 
+from np_optimizer.formats import fmt_metric, fmt_number, is_finite
+from np_optimizer.metrics import SHOWN
 from np_optimizer.report.budgets import Pick, pick_value
 from np_optimizer.report.html.charts import Box, Point, box_chart, scatter_chart
-from np_optimizer.report.html.context import SHOWN, fmt_metric, is_finite
 from np_optimizer.report.model import ExperimentReport, PipelineRow
-from np_optimizer.report.tables import fmt_number
 
 __all__ = ["tradeoff_scatter", "measured_spread"]
 

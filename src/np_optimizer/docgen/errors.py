@@ -1,4 +1,4 @@
-"""Render docs/errors.md from the error table (`python -m np_optimizer.errors_doc > docs/errors.md`, or `make docs`).
+"""Render docs/errors.md from the error table (`python -m np_optimizer.docgen.errors > docs/errors.md`, or `make docs`).
 
 A test regenerates it and fails when the committed file differs, so the documented codes never drift from CODES.
 """

@@ -1,4 +1,4 @@
-"""Render docs/compatibility.md from the device catalogue (`python -m np_optimizer.devices.compat_doc > docs/compatibility.md`).
+"""Render docs/compatibility.md from the device catalogue (`python -m np_optimizer.docgen.compatibility > docs/compatibility.md`).
 
 A test regenerates it and fails when the committed file differs, so the docs never drift from the table.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from np_optimizer.backends import backends
 from np_optimizer.devices import DEVICES
-from np_optimizer.plan import HEADLINE_METRICS
+from np_optimizer.metrics import HEADLINE as HEADLINE_METRICS
 
 __all__ = ["render_compatibility"]
 

@@ -1,0 +1,79 @@
+"""Every frozen record and view type that crosses a boundary or is written to JSON, with one codec.
+
+    codec.py       to_dict / from_dict (SCHEMA_VERSION: each top-level record carries it; readers accept older
+                   versions they know and refuse newer ones)
+    results.py     checkpoints, metrics, profile and evaluation results, job.json
+    commands.py    what the commands return (np projects, experiments, status, export, run, profile, evaluate)
+    validation.py  validation issues and the execution plan (np validate, np run --dry-run)
+    report.py      np report's rows, groups, budgets verdict, layer views and the report record
+
+The package imports nothing of np above its floor (errors), so every layer can use it.
+"""
+
+from np_optimizer.records.codec import SCHEMA_VERSION, from_dict, to_dict
+from np_optimizer.records.commands import (
+    EvaluationRound,
+    ExperimentRecord,
+    ExportRecord,
+    JobState,
+    MeasurementState,
+    ProfileRound,
+    ProjectRecord,
+    RunSummary,
+    StatusRecord,
+    WorkspaceInitResult,
+)
+from np_optimizer.records.report import (
+    BudgetOutcome,
+    BudgetVerdict,
+    CompareRecord,
+    ExperimentReport,
+    LayersRecord,
+    Pick,
+    PipelineRow,
+    PostHocGroup,
+    ProjectReport,
+    ProjectRow,
+    ReportRecord,
+    SortKey,
+)
+from np_optimizer.records.results import CheckpointRef, EvaluationResult, JobRecord, MetricValue, ProfileResult
+from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep, ValidationIssue, ValidationReport
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "to_dict",
+    "from_dict",
+    "WorkspaceInitResult",
+    "ProjectRecord",
+    "ExperimentRecord",
+    "ValidationReport",
+    "MetricValue",
+    "ProfileResult",
+    "EvaluationResult",
+    "EvaluationRound",
+    "JobRecord",
+    "RunSummary",
+    "ProfileRound",
+    "JobState",
+    "MeasurementState",
+    "StatusRecord",
+    "ExportRecord",
+    "ReportRecord",
+    "CheckpointRef",
+    "ValidationIssue",
+    "Plan",
+    "PlannedStep",
+    "PlannedProfile",
+    "PipelineRow",
+    "PostHocGroup",
+    "ExperimentReport",
+    "ProjectRow",
+    "ProjectReport",
+    "SortKey",
+    "Pick",
+    "BudgetOutcome",
+    "BudgetVerdict",
+    "LayersRecord",
+    "CompareRecord",
+]

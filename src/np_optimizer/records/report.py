@@ -1,0 +1,262 @@
+"""The records of `np report`: the pipeline rows, post-hoc groups, project view, budgets verdict, the layer views,
+and the report record that carries them (what the renderers in np_optimizer.report draw)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from np_optimizer.errors import EXIT_BUDGET
+from np_optimizer.records.codec import SCHEMA_VERSION
+
+__all__ = ["Table", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord", "CompareRecord", "FINISHED", "PASS", "FAIL",
+           "NOT_CHECKED"]
+
+FINISHED = {"success", "reused", "failed", "canceled"}
+PASS, FAIL, NOT_CHECKED = "pass", "fail", "not checked"
+
+
+@dataclass
+class PipelineRow:
+    model: str  # input_model | 01_graph_optimize | ...
+    checkpoint: str
+    step_type: str
+    status: str
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None  # the inline profile result
+    listed: bool = False  # in run.yaml's profile list
+    lowering: dict[str, Any] | None = None
+    fidelity: dict[str, Any] | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def value(self, metric_type: str) -> float | None:
+        metric = self.metrics.get(metric_type)
+        if metric is not None and metric.get("identical"):
+            return math.inf  # outputs identical to INPUT_MODEL's: the best SNR there is
+        return None if metric is None else metric.get("value")
+
+
+@dataclass
+class PostHocGroup:
+    target: str  # checkpoint name, lower case
+    job: str
+    rounds: list[dict[str, Any]]  # SUCCESS rounds, newest first
+    hidden: dict[str, int]  # status -> count of rounds not shown
+
+
+@dataclass
+class ExperimentReport:
+    experiment: dict[str, Any]
+    rows: list[PipelineRow]
+    post_hoc: list[PostHocGroup]
+    post_hoc_all: list[dict[str, Any]]  # every round, time order (for --json)
+    profiling_enabled: bool
+    method: str | None
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    evaluation: list[Any] = field(default_factory=list)  # EvaluationGroup per checkpoint (report/evaluation.py)
+    evaluation_all: list[dict[str, Any]] = field(default_factory=list)  # every evaluation round, for --json
+    best: str | None = None  # the best-model rule's pick (a row's model name)
+
+
+@dataclass(frozen=True)
+class ProjectRow:
+    """One experiment of the project view: its output checkpoint's row (None: no steps, or unreadable)."""
+
+    name: str
+    status: str  # the experiment's status, or "unreadable"
+    step_types: tuple[str, ...] = ()
+    output: PipelineRow | None = None
+
+
+@dataclass(frozen=True)
+class ProjectReport:
+    name: str
+    device: str
+    model_name: str | None
+    input_row: PipelineRow | None  # INPUT_MODEL's row from the first experiment that has its metrics
+    experiments: tuple[ProjectRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class SortKey:
+    token: str
+    metric_type: str
+    descending: bool
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The value a budget (or the scatter) uses for one checkpoint and metric, in the stored unit, and where it came
+    from; `value` None with `reason` when there is none."""
+
+    value: float | None
+    kind: str = ""  # measured | estimated | static (pte size) | fidelity (SNR) | evaluated (accuracy)
+    source: str = ""
+    measurement_id: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BudgetOutcome:
+    checkpoint: str
+    model: str  # the row's name: input_model, 02_graph_quantize ...
+    key: str
+    metric_type: str
+    unit: str
+    limit: float
+    minimum: bool
+    status: str  # pass | fail | not checked
+    value: float | None  # in the budget's unit
+    kind: str
+    source: str
+    reason: str = ""
+    origin: str = "run.yaml"
+
+    @property
+    def message(self) -> str:
+        if self.status == NOT_CHECKED:
+            return f"{self.key}: not checked ({self.reason})"
+        rel = ">=" if self.minimum else "<="
+        word = "ok" if self.status == PASS else "over budget" if not self.minimum else "under the minimum"
+        return f"{self.key} = {_fmt(self.value)} {self.unit} ({self.kind}), budget {rel} {_fmt(self.limit)} " \
+               f"{self.unit}: {word}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "model": self.model, "budget": self.key, "metric_type": self.metric_type,
+                "unit": self.unit, "limit": self.limit, "kind_of_limit": "min" if self.minimum else "max",
+                "status": self.status, "value": self.value, "value_kind": self.kind, "source": self.source,
+                "reason": self.reason or None, "origin": self.origin}
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    outcomes: tuple[BudgetOutcome, ...]
+    checkpoints: tuple[str, ...]
+    check_all: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def status(self) -> str:
+        """fail if any failed; pass if at least one passed and none failed; else not checked."""
+        if self.count(FAIL):
+            return FAIL
+        return PASS if self.count(PASS) else NOT_CHECKED
+
+    @property
+    def line(self) -> str:
+        """The one-line verdict."""
+        counts = f"{self.count(PASS)} passed, {self.count(FAIL)} failed, {self.count(NOT_CHECKED)} not checked"
+        scope = ", ".join(c.lower() for c in self.checkpoints)
+        if self.status == FAIL:
+            failed = "; ".join(f"{o.model} {o.key} {_fmt(o.value)} {o.unit} vs "
+                               f"{'>=' if o.minimum else '<='} {_fmt(o.limit)}"
+                               for o in self.outcomes if o.status == FAIL)
+            return f"Budgets FAILED on {scope} ({counts}): {failed}"
+        if self.status == PASS:
+            return f"Budgets passed on {scope} ({counts})"
+        return f"Budgets NOT CHECKED on {scope}: none of the {len(self.outcomes)} could be checked"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "verdict": self.line, "checkpoints": list(self.checkpoints),
+                "check_all": self.check_all, "passed": self.count(PASS), "failed": self.count(FAIL),
+                "not_checked": self.count(NOT_CHECKED), "outcomes": [o.to_dict() for o in self.outcomes]}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
+
+
+@dataclass(frozen=True)
+class ReportRecord:
+    """`np report`: the experiment view (pipeline rows, post-hoc rounds) or the project view, and the --json document.
+
+    `rows` are the pipeline rows that --filter keeps, in --sort order; `data` is the document `np report --json`
+    prints (np-interface.md §4 for an experiment). Renderers (np_optimizer.report.tables) turn it into tables."""
+
+    scope: str  # "experiment" | "project"
+    data: dict[str, Any]
+    experiment: ExperimentReport | None = None
+    rows: tuple[PipelineRow, ...] = ()
+    sort: tuple[SortKey, ...] = ()
+    project: ProjectReport | None = None
+    schema_version: int = SCHEMA_VERSION
+    budgets: BudgetVerdict | None = None  # with --check: one outcome per (checkpoint, budget) and the verdict
+    folder: str = ""  # the experiment (or project) folder, for views that read stored artifacts (raw samples)
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 6 (EXIT_BUDGET) when a checked budget failed."""
+        return EXIT_BUDGET if self.budgets is not None and self.budgets.status == "fail" else 0
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.experiment.warnings) if self.experiment else []
+
+    @property
+    def notices(self) -> list[str]:
+        return list(self.experiment.notices) if self.experiment else []
+
+    @property
+    def post_hoc_count(self) -> int:
+        """Successful post-hoc rounds shown, evaluations (np evaluate) and profiles (rounds of older checkpoints and
+        failed ones are counted apart)."""
+        if self.experiment is None:
+            return 0
+        return sum(len(g.rounds) for g in [*self.experiment.post_hoc, *self.experiment.evaluation])
+
+
+@dataclass(frozen=True)
+class LayersRecord:
+    experiment: str
+    checkpoint: str
+    device: str
+    method: str
+    result_kind: str
+    cost: dict[str, Any]
+    coverage: dict[str, Any] | None
+    layers: tuple[dict[str, Any], ...]
+    layer_count: int
+    file: str
+    warnings: tuple[str, ...] = ()
+    snr: dict[str, Any] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experiment": self.experiment, "checkpoint": self.checkpoint, "device": self.device,
+                "method": self.method, "result_kind": self.result_kind, "cost": self.cost,
+                "coverage": self.coverage, "layers": list(self.layers), "layer_count": self.layer_count,
+                "file": self.file, "snr": self.snr, "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class CompareRecord:
+    columns: tuple[dict[str, Any], ...]
+    totals: tuple[dict[str, Any], ...]
+    diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": list(self.columns), "totals": list(self.totals), "diffs": list(self.diffs),
+                "warnings": list(self.warnings)}
+
+
+@dataclass
+class Table:
+    """One table of a report view, as every renderer (rich, --plain, HTML) draws it."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    plain_columns: list[str]
+    plain_rows: list[list[Any]]
+    caption: str = ""
+    footnotes: list[str] = field(default_factory=list)
+    section: str = ""  # the --plain section name: pipeline, posthoc_profile:<checkpoint>, experiments

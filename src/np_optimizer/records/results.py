@@ -1,0 +1,128 @@
+"""The records of what was measured, estimated or evaluated, and of each pipeline job (job.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.records.codec import SCHEMA_VERSION
+
+__all__ = ["CheckpointRef", "MetricValue", "ProfileResult", "EvaluationResult", "JobRecord"]
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A checkpoint on disk: INPUT_MODEL, GRAPH_OPTIMIZE, ... made by job `job`."""
+
+    name: str
+    job: str
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """One number with its unit, the statistic it is (avg, median, peak) and how it was obtained."""
+
+    metric_type: str
+    value: float
+    unit: str
+    stat: str | None = None
+    source: str = ""
+    comparison_model: str | None = None
+    component_name: str | None = None
+    coverage: str | None = None  # set when the number covers part of the model only ("partial: NPU part only ...")
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """One profiling of one checkpoint on one device by one method (inline in np run, or post-hoc)."""
+
+    measurement_id: str
+    checkpoint: str
+    job: str
+    checkpoint_sha256: str
+    device: str
+    runtime: str
+    backend: str
+    method: str
+    result_kind: str  # "estimated" | "measured"
+    trigger: str  # "RUN_INLINE" | "POSTHOC"
+    status: str  # "SUCCESS" | "FAILED"
+    started_at: str
+    ended_at: str | None = None
+    requested_method: str | None = None
+    metrics: tuple[MetricValue, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+    partial: bool = False
+    cache: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    compile: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def metric(self, metric_type: str) -> MetricValue | None:
+        return next((m for m in self.metrics if m.metric_type == metric_type), None)
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """One evaluation of one checkpoint (inline in np run, or post hoc by np evaluate): comparison metrics against
+    INPUT_MODEL and, with a labelled dataset, task metrics; `evaluated_on` says what ran (the .pte on this machine's
+    ExecuTorch runtime, or the exported program) and `samples` on how many inputs."""
+
+    measurement_id: str
+    checkpoint: str
+    job: str
+    checkpoint_sha256: str
+    device: str
+    backend: str
+    trigger: str  # "RUN_INLINE" | "POSTHOC"
+    status: str  # "SUCCESS" | "FAILED"
+    started_at: str
+    ended_at: str | None = None
+    dataset: dict[str, Any] | None = None  # name, path, format, samples; None: the evaluation inputs (no labels)
+    evaluated_on: str = ""
+    samples: int = 0
+    requested: tuple[str, ...] = ()
+    metrics: tuple[MetricValue, ...] = ()
+    warnings: tuple[str, ...] = ()
+    error: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def metric(self, metric_type: str) -> MetricValue | None:
+        return next((m for m in self.metrics if m.metric_type == metric_type), None)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """job.json of one pipeline job (00_input_model, 01_graph_optimize, ...)."""
+
+    name: str
+    step_type: str
+    step_index: int
+    checkpoint: str
+    status: str  # "pending" | "in_progress" | "success" | "failed" | "reused"
+    created_at: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    input: dict[str, Any] | None = None
+    output: dict[str, Any] | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    config_hash: str = ""
+    changes: dict[str, Any] = field(default_factory=dict)
+    compile: dict[str, Any] = field(default_factory=dict)
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    errors: tuple[dict[str, Any], ...] = ()
+    profile: tuple[ProfileResult, ...] = ()
+    pid: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per part: step, save, compile, fidelity
+    schema_version: int = SCHEMA_VERSION
+    evaluation: tuple[EvaluationResult, ...] = ()
