@@ -272,7 +272,7 @@ def test_sample_llm_pipeline_aq(tmp_path: Path) -> None:
     That graph_quantize then leaves AQ's layers as they are is tested on a smaller model
     (test_graph_quantize_leaves_aq_layers_as_they_are) and through the CLI on Llama and Qwen2 (test_architectures)."""
     from np_optimizer import api
-    from np_optimizer.pipeline.runner import run_experiment
+    from np_optimizer.runner import run_experiment
     from np_optimizer.workspace import Experiment
 
     root = tmp_path / "ws"

@@ -73,7 +73,7 @@ def _evaluate(exp: Any, ids: list[str], data: Path | None, metrics: tuple[str, .
     from np_optimizer.config import ExperimentConfig, load_experiment_config
     from np_optimizer.devices import get_device
     from np_optimizer.evaluate.inputs import project_dataset
-    from np_optimizer.evaluate.phase import _failed, build_inputs, evaluate_refs
+    from np_optimizer.evaluate.phase import build_inputs, evaluate_refs, failed_evaluation
     from np_optimizer.evaluate.session import DEFAULT_LABELLED, DEFAULT_UNLABELLED
     from np_optimizer.logs import get_logger
     from np_optimizer.workspace.store import ExperimentStore
@@ -106,7 +106,7 @@ def _evaluate(exp: Any, ids: list[str], data: Path | None, metrics: tuple[str, .
 
             ref = CheckpointRef(job.checkpoint, job.name, store.job_dir(job.name),
                                 str((job.output or {}).get("sha256", "")))
-            failed = _failed(ref, device, chosen, "POSTHOC", exc)
+            failed = failed_evaluation(ref, device, chosen, "POSTHOC", exc)
             log.error(f"{job.checkpoint.lower()}: {exc.message}")
             store.add_job_evaluation(failed)
             results.append(failed)

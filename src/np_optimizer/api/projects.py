@@ -89,8 +89,8 @@ def _copy_calibration(source: str, spec: ModelSpec, project_root: Path) -> str:
 def _check_calibration(spec: ModelSpec, root: Path, folder: Path) -> None:
     """Every sample of `folder` loads and fits the example inputs of the model copied into `root`, or ConfigError
     (NP-DAT-422) naming the first that does not (torch loads here, only for a project with a dataset)."""
+    from np_optimizer.models.inputs import check_dataset
     from np_optimizer.models.source import load_model
-    from np_optimizer.pipeline.data import check_dataset
 
     check_dataset(folder, load_model(spec, root).example_inputs)
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from np_optimizer.logs import quiet_native_output, run_logging
-from np_optimizer.pipeline.runner import run_experiment
 from np_optimizer.records import RunSummary
+from np_optimizer.runner import run_experiment
 from np_optimizer.workspace import resolve_experiment
 
 __all__ = ["run"]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
 
 if TYPE_CHECKING:

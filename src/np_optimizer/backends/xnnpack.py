@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram

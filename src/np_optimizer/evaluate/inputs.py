@@ -74,7 +74,7 @@ def labelled_inputs(root: Path, entry: dict[str, Any], example: tuple[torch.Tens
 def unlabelled_inputs(calibration_dir: Path | None, example: tuple[torch.Tensor, ...], num_samples: int, seed: int,
                       skip: int) -> EvalInputs:
     """The run's evaluation inputs (example input, held-out calibration samples, generated ones): no labels."""
-    from np_optimizer.pipeline.data import evaluation_inputs
+    from np_optimizer.models.inputs import evaluation_inputs
 
     inputs = evaluation_inputs(calibration_dir, example, num_samples, seed, skip=skip)
     count = len(inputs.samples) * (int(example[0].shape[0]) if example and example[0].dim() else 1)

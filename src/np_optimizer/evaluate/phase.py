@@ -1,5 +1,5 @@
-"""Where evaluations run: the Evaluation phase of np run (run.yaml's `evaluate:` entries, after the steps) and the
-post-hoc rounds of np evaluate. Both build the inputs the same way and record each result in its job's job.json."""
+"""Evaluations of checkpoints: np run's Evaluation phase (np_optimizer.runner) and the post-hoc rounds of np evaluate
+build the inputs the same way here and record each result in its job's job.json."""
 
 from __future__ import annotations
 
@@ -10,19 +10,17 @@ from typing import TYPE_CHECKING
 
 from np_optimizer.compile import compile_dir
 from np_optimizer.devices import Device
-from np_optimizer.errors import ConfigError, NpError, error_record
+from np_optimizer.errors import ConfigError, error_record
 from np_optimizer.evaluate.inputs import EvalInputs, labelled_inputs, num_classes, project_dataset, unlabelled_inputs
 from np_optimizer.evaluate.session import evaluate_checkpoint, format_metrics
-from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.records import CheckpointRef, EvaluationResult
 from np_optimizer.workspace import Project, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
 if TYPE_CHECKING:
     from np_optimizer.config import ExperimentConfig
-    from np_optimizer.pipeline.context import RunContext
 
-__all__ = ["build_inputs", "evaluation_phase", "evaluate_refs"]
+__all__ = ["build_inputs", "evaluate_refs", "failed_evaluation"]
 
 
 def build_inputs(*, project: Project, config: ExperimentConfig | None, input_ref: CheckpointRef,
@@ -80,7 +78,7 @@ def evaluate_refs(refs: list[tuple[CheckpointRef, tuple[str, ...]]], *, store: E
     return results
 
 
-def _failed(ref: CheckpointRef, device: Device, metrics: tuple[str, ...], trigger: str,
+def failed_evaluation(ref: CheckpointRef, device: Device, metrics: tuple[str, ...], trigger: str,
             exc: BaseException) -> EvaluationResult:
     import uuid
 
@@ -90,37 +88,4 @@ def _failed(ref: CheckpointRef, device: Device, metrics: tuple[str, ...], trigge
                             trigger=trigger, status="FAILED", started_at=now, ended_at=now, requested=metrics,
                             error=error_record(exc))
 
-
-def evaluation_phase(run: RunContext, store: ExperimentStore, produced: dict[str, CheckpointRef], *, phase: int,
-                     progress: Callable[[str], None]) -> list[EvaluationResult]:
-    """np run's Evaluation phase: each `evaluate:` entry whose checkpoint was produced, on one set of inputs."""
-    from np_optimizer.config.checkpoints import INPUT_MODEL, resolve_checkpoint
-
-    log = get_logger("Evaluator")
-    phase_banner(log, phase, "Evaluation")
-    entries = run.config.run.evaluate
-    store.update_report(lambda r: r.update({"evaluation": {
-        "enabled": True, "listed": [e.checkpoint for e in entries], "started_at": utc_now()}}))
-    refs: list[tuple[CheckpointRef, tuple[str, ...]]] = []
-    for entry in entries:
-        concrete = resolve_checkpoint(entry.checkpoint, run.config.run.step_kinds) or entry.checkpoint
-        if concrete in produced:
-            refs.append((produced[concrete], entry.metrics))
-        else:
-            log.warning(f"{concrete.lower()} was not produced (its step failed): not evaluated.")
-    if not refs or INPUT_MODEL not in produced:
-        return []
-    try:
-        inputs = build_inputs(project=run.project, config=run.config, input_ref=produced[INPUT_MODEL])
-    except NpError as exc:  # a dataset that no longer fits: each entry fails with the reason, the run goes on
-        log.error(f"{exc.message} Hint: {exc.hint}" if exc.hint else exc.message)
-        failed = [_failed(ref, run.device, metrics, "RUN_INLINE", exc) for ref, metrics in refs]
-        for result in failed:
-            store.add_job_evaluation(result)
-        return failed
-    log.info(f"Inputs: {inputs.source}")
-    results = evaluate_refs(refs, store=store, device=run.device, inputs=inputs, trigger="RUN_INLINE", log=log,
-                            progress=progress)
-    log.info("Evaluation complete. Results saved to report.json")
-    return results
 

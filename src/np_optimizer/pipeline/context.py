@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config import ExperimentConfig
 from np_optimizer.devices import Device
-from np_optimizer.pipeline.data import InputSet
+from np_optimizer.models.inputs import InputSet
 from np_optimizer.records import CheckpointRef
 from np_optimizer.workspace import Experiment, Project
 
@@ -39,7 +39,7 @@ class RunContext:
     loaded_model: LoadedModel | None = None
 
     def calibration(self, num_samples: int) -> InputSet:
-        from np_optimizer.pipeline.data import calibration_inputs
+        from np_optimizer.models.inputs import calibration_inputs
 
         return calibration_inputs(self.calibration_dir, self.example_inputs, num_samples,
                                   int(self.config.detail.globals["seed"]))

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from np_optimizer.records.report import Table
-    from np_optimizer.report.model import PipelineRow
+    from np_optimizer.records.report import PipelineRow, Table
 
 __all__ = ["EvaluationGroup", "ROW_METRICS", "apply_evaluation", "evaluation_groups", "evaluation_tables",
            "metric_cell", "metric_header", "best_row", "BEST_RULE"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
 from np_optimizer.config.options import Opt, Section
 from np_optimizer.config.parsing import issue, match, step_params, unknown_keys
-from np_optimizer.config.steps import StepSpec, register_step_spec
+from np_optimizer.config.steps.base import StepSpec, register_step_spec
 from np_optimizer.quantize.aq.catalog import AQ_ALGORITHMS, AQ_SCHEMES
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.config.issues import L_SCHEMA, ValidationIssue
 from np_optimizer.config.options import Opt, Section
 from np_optimizer.config.parsing import issue
-from np_optimizer.config.steps import StepSpec, register_step_spec
+from np_optimizer.config.steps.base import StepSpec, register_step_spec
 
 if TYPE_CHECKING:
     from np_optimizer.devices import Device

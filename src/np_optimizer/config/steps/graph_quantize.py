@@ -10,7 +10,7 @@ from np_optimizer.backends import all_scheme_names, get_backend
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
 from np_optimizer.config.options import Opt, Section
 from np_optimizer.config.parsing import issue, match, step_params, unknown_keys
-from np_optimizer.config.steps import StepSpec, register_step_spec
+from np_optimizer.config.steps.base import StepSpec, register_step_spec
 
 if TYPE_CHECKING:
     from np_optimizer.devices import Device

@@ -156,7 +156,7 @@ def _greedy_on(ctx: StepContext, quantize: Any, full: ExportedProgram, skip: fro
     from np_optimizer.evaluate.amp import top1_objective
     from np_optimizer.quantize.pt2e import weighted_layers
 
-    score, target, facts = top1_objective(ctx, drop)
+    score, target, facts = top1_objective(ctx.run.project, ctx.run.example_inputs, ctx.program, drop)
     achieved = score(full)
     record: dict[str, Any] = {"mode": "GREEDY", **facts, "max_float_layers": limit,
                               "top1_drop_all_quantized": round(-achieved, 6), "float_layers": [], "trail": []}

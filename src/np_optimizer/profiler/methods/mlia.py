@@ -16,7 +16,7 @@ from np_optimizer.errors import EstimateError, UnsupportedError
 from np_optimizer.files import write_text
 from np_optimizer.formats import mib
 from np_optimizer.metrics import MetricType as M
-from np_optimizer.profiler.methods import register_method
+from np_optimizer.profiler.methods.base import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
 from np_optimizer.versions import np_version, tool_version

@@ -27,7 +27,7 @@ from np_optimizer.profiler.measure.local import measure_local
 from np_optimizer.profiler.measure.queues import Slot, queue_for
 from np_optimizer.profiler.measure.ssh import measure_remote, target_for
 from np_optimizer.profiler.measure.stats import summarize
-from np_optimizer.profiler.methods import register_method
+from np_optimizer.profiler.methods.base import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
 

@@ -19,10 +19,10 @@ from np_optimizer.config.steps import step_spec
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
-from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepContext
+from np_optimizer.pipeline.context import RunContext, StepContext
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
-from np_optimizer.records import EvaluationResult, ProfileResult, RunSummary
+from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
 from np_optimizer.workspace import Experiment, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -41,7 +41,7 @@ def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
     """Example inputs, evaluation inputs and INPUT_MODEL's outputs on them: what every fidelity is measured against."""
     from np_optimizer.graph.program_io import load_inputs
     from np_optimizer.layers.numerics import tap
-    from np_optimizer.pipeline.data import evaluation_inputs
+    from np_optimizer.models.inputs import evaluation_inputs
 
     if not run.example_inputs:
         run.example_inputs = load_inputs(ref.path.parent / "example_inputs.pt")[0]
@@ -110,12 +110,12 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         evaluations: list[EvaluationResult] = []
         if config.run.evaluate:  # the accuracy half, before profiling (which may wait for a device)
             phase += 1
-            from np_optimizer.evaluate.phase import evaluation_phase
+            from np_optimizer.runner.evaluation_phase import evaluation_phase
 
             evaluations = evaluation_phase(run, store, produced, phase=phase, progress=progress)
         if config.run.profile is not None and plan.profile is not None:
             phase += 1
-            from np_optimizer.profiler.session import profile_run
+            from np_optimizer.runner.profiling_phase import profile_run
 
             rounds = profile_run(run, store, plan, produced, phase=phase, progress=progress,
                                           requested_method=profile_method, force=force)

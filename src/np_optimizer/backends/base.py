@@ -1,0 +1,81 @@
+"""The Backend type and the registry of backends (each backend module registers one; see the package doc)."""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.errors import UnsupportedError
+from np_optimizer.registry import Registry
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+    from torch.fx import Node
+
+__all__ = ["KeepFloat", "QuantizerBuilder", "Lowering", "Describe", "CompileOptions", "Scheme", "Backend", "BACKENDS",
+           "register_backend"]
+
+KeepFloat = Callable[["Node"], bool]
+# (target profile or None, keep-float predicate, whether any node is kept float) -> a configured PT2E quantizer
+QuantizerBuilder = Callable[[str | None, KeepFloat, bool], Any]
+# (exported program, target profile or None, a folder for the tool's own files) -> the lowered EdgeProgramManager.
+# A lowering writes nothing of np's: np_optimizer.compile writes the .pte, the record and the per-layer files.
+Lowering = Callable[["ExportedProgram", str | None, Path], Any]
+# (the program before lowering, target profile or None, delegation statistics, the tool's folder) -> the backend's own
+# compile record fields, with "status" and "reason" when it has something to say (no operator delegated, ...)
+Describe = Callable[["ExportedProgram", str | None, dict[str, Any], Path], dict[str, Any]]
+# (target profile or None) -> the options its lowering actually uses (part of the compile cache key)
+CompileOptions = Callable[[str | None], dict[str, Any]]
+
+
+def no_compile_options(_target: str | None) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A graph-quantize scheme of one backend: its run.yaml name and how to build its quantizer."""
+
+    name: str
+    build: QuantizerBuilder
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # as in the device rows and run.yaml messages: "xnnpack", "ethos-u"
+    display_name: str
+    schemes: tuple[Scheme, ...]
+    lower: Lowering
+    describe: Describe
+    runs_on_host: bool  # its .pte runs on this machine's ExecuTorch runtime (fidelity of the .pte, on-device method)
+    mlia_estimable: bool  # MLIA has a target for it (static estimates of latency and memory)
+    advanced_quantize: bool  # advanced_quantize's Linear schemes lower on it
+    tool_versions: tuple[str, ...] = ("executorch", "torch")  # packages whose versions decide the compiled bytes
+    compile_options: CompileOptions = no_compile_options  # what besides the program decides the compiled bytes
+    executorch_config: Callable[[], Any] | None = None  # the ExecutorchBackendConfig of to_executorch (None: default)
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scheme_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.schemes)
+
+    def scheme(self, name: str) -> Scheme:
+        found = next((s for s in self.schemes if s.name == name), None)
+        if found is None:
+            raise UnsupportedError(f"Scheme {name} is not available for the {self.name} backend.",
+                                   hint=f"Schemes for {self.name}: {', '.join(self.scheme_names)}.",
+                                   code="NP-GQ-422")
+        return found
+
+
+# Unknown names fail with NP-CFG-422 (exit 3), as before the registry was generic.
+BACKENDS: Registry[Backend] = Registry("backend", package="np_optimizer.backends")
+
+
+def register_backend(backend: Backend) -> Backend:
+    return BACKENDS.register(backend.name, backend)

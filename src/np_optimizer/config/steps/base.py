@@ -1,0 +1,52 @@
+"""The StepSpec type and the registry of steps (each step module here registers its spec)."""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from np_optimizer.config.options import Section
+from np_optimizer.registry import Registry
+
+if TYPE_CHECKING:
+    from np_optimizer.config.issues import ValidationIssue
+    from np_optimizer.devices import Device
+
+__all__ = ["StepConfig", "StepSpec", "STEP_SPECS", "register_step_spec"]
+
+# (raw parameters, YAML location, the project's device or None, issues to append to, project model entry or None)
+Parser = Callable[[Any, str, "Device | None", "list[ValidationIssue]", "dict[str, Any] | None"], Any]
+
+
+class StepConfig(Protocol):
+    """What every step's config is: a frozen dataclass with the run.yaml key of its step."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def kind(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    kind: str  # the run.yaml key: graph_quantize
+    short: str  # the --steps abbreviation: gq
+    checkpoint: str  # the checkpoint it makes: GRAPH_QUANTIZE
+    abbreviation: str  # the label in tables: GQ
+    logger: str  # the log component of its phase: GraphQuantizer
+    order: int  # pipeline position; a step may only follow steps of lower order
+    config_type: type
+    parse: Parser
+    options: Section  # run.detail.yaml `<kind>[0]`
+    run_yaml: Callable[[str], list[str]]  # backend name -> the lines `np experiments create` writes
+    function_module: str  # registers the function that runs it, with @register_step(config_type)
+    scheme_defaults: Callable[[Any], dict[str, Any]] = lambda _config: {}  # option defaults that depend on the config
+
+
+STEP_SPECS: Registry[StepSpec] = Registry("step", package="np_optimizer.config.steps")
+
+
+def register_step_spec(spec: StepSpec) -> StepSpec:
+    return STEP_SPECS.register(spec.kind, spec)

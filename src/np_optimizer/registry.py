@@ -1,0 +1,78 @@
+"""One generic registry for every extension point (backends, profiling methods, steps, AQ algorithms, device queues,
+report views): register, get, names. A duplicate name is a bug and fails at import; an unknown name is the user's
+to fix and raises an NpError that lists the registered names and the nearest match.
+
+Entries are found by package discovery: a registry given a `package` imports each of its modules (pkgutil) the first
+time it is read, so adding an entry is adding one module, with no import list to edit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from np_optimizer.errors import NpError, UnsupportedError
+
+__all__ = ["Registry", "DuplicateEntryError"]
+
+T = TypeVar("T")
+
+
+class DuplicateEntryError(ValueError):
+    """Two entries of one registry share a name: a bug in np (or in a plug-in), never the user's input."""
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind, in registration order."""
+
+    def __init__(self, kind: str, *, package: str | None = None, code: str = "NP-CFG-422",
+                 error: Callable[..., NpError] = UnsupportedError) -> None:
+        self.kind = kind  # "backend", "profiling method" ...: the word the unknown-name message uses
+        self.package = package
+        self._code = code
+        self._error = error
+        self._entries: dict[str, T] = {}
+        self._discovered = package is None
+
+    def register(self, name: str, entry: T) -> T:
+        if name in self._entries:
+            raise DuplicateEntryError(f"{self.kind} '{name}' is registered twice")
+        self._entries[name] = entry
+        return entry
+
+    def get(self, name: str) -> T:
+        self._discover()
+        if name not in self._entries:
+            raise self._error(f"Unknown {self.kind} '{name}'.", hint=self.hint(name), code=self._code)
+        return self._entries[name]
+
+    def find(self, name: str) -> T | None:
+        self._discover()
+        return self._entries.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        self._discover()
+        return tuple(self._entries)
+
+    def entries(self) -> tuple[T, ...]:
+        self._discover()
+        return tuple(self._entries.values())
+
+    def hint(self, name: str) -> str:
+        """The nearest registered name (if any is close) and the registered names."""
+        names = list(self._entries)
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        nearest = f"Did you mean '{close[0]}'? " if close else ""
+        return f"{nearest}Registered {self.kind}s: {', '.join(names) or 'none'}."
+
+    def _discover(self) -> None:
+        if self._discovered or self.package is None:
+            return
+        self._discovered = True  # first, so that a module reading the registry while it imports does not recurse
+        package = importlib.import_module(self.package)
+        for module in pkgutil.iter_modules(package.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{module.name}")
