@@ -19,9 +19,14 @@ from np_optimizer.cli.options import (
 
 
 def register(app: typer.Typer) -> None:
+    """`np report`.
+
+    Long because: typer declares every option of the command in its signature (one line or two each).
+    """
+
     @app.command("report", epilog="Example: np report --sort latency --filter 'snr>=30'   (np report --json; "
                                   "np report --html; np report --check --budget latency_ms=20 --junit budgets.xml)")
-    def report(
+    def report(  # Long because: typer declares every option of the command in its signature.
         target: Annotated[Optional[str], typer.Argument(
             metavar="[CHECKPOINT|FILE]", help="With --layers: the checkpoint (default: the last profiled). With --html: "
             "the file to write (default report.html in the experiment or project folder).", show_default=False)] = None,

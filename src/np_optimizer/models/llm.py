@@ -116,7 +116,10 @@ class TinyLlamaConfig:
 
 
 def _modules() -> dict[str, type]:
-    """The model classes, defined on first use so that importing this module does not import torch."""
+    """The model classes, defined on first use so that importing this module does not import torch.
+
+    Long because: the classes of the small language model (attention, MLP, block, model) are one definition.
+    """
     global _MODULES
     if _MODULES:
         return _MODULES

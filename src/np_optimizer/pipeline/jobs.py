@@ -70,6 +70,11 @@ class JobRunner:
 
     def run_job(self, *, name: str, step_type: str, index: int, checkpoint: str, input_ref: CheckpointRef | None,
                 parameters: dict[str, Any], hash_: str, produce: Callable[[Path], StepOutcome]) -> CheckpointRef:
+        """One job: reuse it (--retry), or produce, save, verify, compile and check its checkpoint, recording each part.
+
+        Long because: the job's record is built across its parts (timings, warnings, errors) in one place, so that
+        every exit path writes the same job.json.
+        """
         reused = self.reusable(name, checkpoint, hash_)
         if reused is not None:
             self.log.info(f"Reusing {name}: its input and configuration are unchanged (--retry)")

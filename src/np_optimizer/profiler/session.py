@@ -67,7 +67,11 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
                        force: bool, log_file: Path, remote: RemoteDevice | None = None,
                        progress: Callable[[str], None] = lambda _t: None,
                        cache: EstimateCache | None = None, seen: set[str] | None = None) -> ProfileResult:
-    """Compile `checkpoint` for `device` (reusing an intact earlier compilation), then profile it with `method`."""
+    """Compile `checkpoint` for `device` (reusing an intact earlier compilation), then profile it with `method`.
+
+    Long because: compile, cache lookup, method and the failed-round path share the round's base record and log
+    lines; split, each part would take a dozen of the same arguments.
+    """
     log = get_logger("Profiler")
     base = round_base(checkpoint=checkpoint.name, job=checkpoint.job, checkpoint_sha256=checkpoint.sha256,
                       device=device, method=method, requested_method=requested_method, trigger=trigger)

@@ -116,7 +116,10 @@ def _expected(report: ExperimentReport) -> set[str]:
 
 
 def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: Sequence[SortKey]) -> Table:
-    """The pipeline table of `rows` (the ones --filter kept, in --sort order); columns follow the whole report."""
+    """The pipeline table of `rows` (the ones --filter kept, in --sort order); columns follow the whole report.
+
+    Long because: the columns, cells, --plain values, caption and footnotes of one table are decided together.
+    """
     experiment = report.experiment
     device_name = experiment.get("device", "")
     shown = [c for c in _COLUMNS if c[1] in _expected(report) or any(r.value(c[1]) is not None for r in report.rows)]

@@ -57,7 +57,11 @@ def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
 
 def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
                    force: bool = False, progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
-    """Run everything run.yaml asks for; the caller sets up logging (see np_optimizer.logs.run_logging)."""
+    """Run everything run.yaml asks for; the caller sets up logging (see np_optimizer.logs.run_logging).
+
+    Long because: it is the one place the phases are sequenced (validate, extract, steps, evaluation, profiling)
+    with the failure rules between them.
+    """
     started = time.perf_counter()
     project = experiment.project
     device = get_device(project.device_name)

@@ -43,6 +43,8 @@ def shape_problem(hint: Any, value: Any, where: str = "") -> str | None:
     Records: a mapping with every required field, each of its field's shape (unknown keys are allowed: a newer np's
     extra fields). str, int, float and bool are checked as such (a bool is not a number),
     dict[K, V] as a mapping of V, tuple[X, ...] and list[X] as a list of X, X | None also as null; Any as anything.
+
+    Long because: one branch per kind of type hint, read best side by side.
     """
     if hint is Any or hint is object:
         return None

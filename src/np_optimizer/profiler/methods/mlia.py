@@ -106,6 +106,11 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
 
 
 def _ethos_u(request: ProfileRequest) -> MethodOutput:
+    """MLIA's estimate of an Ethos-U checkpoint as metrics, extras and provenance.
+
+    Long because: each metric states how it was obtained (tool versions, target, what the number covers); the
+    mapping from MLIA's estimate to np's metrics is kept in one place.
+    """
     estimates, notices, warnings, estimated_input = _estimate_all(request)
     first = estimates[0]
     for item in estimates:

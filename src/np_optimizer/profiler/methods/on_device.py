@@ -161,6 +161,11 @@ def _memory(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _build(request: ProfileRequest, options: MeasureOptions, measurement: Measurement, lock: Slot,
            warnings: list[str]) -> MethodOutput:
+    """The measuring script's document as metrics, extras and provenance.
+
+    Long because: every number carries its provenance (runtime, host, runs done and asked, warm-up, threads), read
+    from one document in one place.
+    """
     doc = measurement.doc
     runtime, host = doc.get("runtime") or {}, doc.get("host") or {}
     done, asked = int(doc.get("runs_done") or 0), int(doc.get("runs_asked") or options.num_executions)

@@ -87,6 +87,8 @@ def quantize_model(model: nn.Module, *, algorithm: str, scheme: str, options: di
                    progress: Callable[[str], None] = lambda _t: None) -> AQResult:
     """Quantize every nn.Linear of `model` in place with `algorithm` and `scheme`, calibrated on `calibration`.
 
+    Long because: it validates the scheme's options, calibrates and swaps each layer with progress, in one pass.
+
     `options` is run.detail.yaml's `advanced_quantize[0]` section (weight / activation / parameters); `params`
     overrides the algorithms' internal knobs (tests and benchmarks shorten AutoRound with it).
     """
