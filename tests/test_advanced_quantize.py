@@ -247,8 +247,9 @@ def test_step_loads_the_eager_model_when_input_model_was_reused(tmp_path: Path) 
     from np_optimizer.config.run_config import AdvancedQuantizeConfig
     from np_optimizer.models.source import ModelSpec
     from np_optimizer.pipeline.steps.advanced_quantize import advanced_quantize
+    from np_optimizer.records import to_dict
 
-    spec = ModelSpec("builtin", name="tiny_llm", source="tiny_llm").to_dict()
+    spec = to_dict(ModelSpec("builtin", name="tiny_llm", source="tiny_llm"))
     project = SimpleNamespace(name="p", info={"model": spec}, root=tmp_path)
     run = SimpleNamespace(loaded_model=None, project=project, calibration_dir=None, example_inputs=())
     options = _options()

@@ -24,6 +24,7 @@ from farm_fixture import Farm
 from sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 
 from np_optimizer.profiler.measure.farm import farm_places
+from np_optimizer.records import to_dict
 
 pytestmark = pytest.mark.farm
 
@@ -75,8 +76,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory, module_cache: Path, farm:
         assert api.run(cwd=exp).exit_code == 0
         first = api.profile(["graph_optimize"], method="on-device", device=DEVICE, cwd=exp,
                             profile_opts={"num_executions": 5, "warmup": 1})
-        assert first.exit_code == 0, first.json_dict()
-        yield exp, first.json_dict()
+        assert first.exit_code == 0, to_dict(first)
+        yield exp, to_dict(first)
 
 
 @pytest.fixture(autouse=True)

@@ -85,6 +85,7 @@ def test_projects_create_model_forms(run_np, workspace: Path, tmp_path: Path, fo
 
     from np_optimizer.models.source import ModelSpec, load_model
     from np_optimizer.models.zoo import build_builtin
+    from np_optimizer.records import from_dict
 
     model, inputs = build_builtin("mlp")
     if form == "builtin":
@@ -100,7 +101,7 @@ def test_projects_create_model_forms(run_np, workspace: Path, tmp_path: Path, fo
                     cwd=workspace)
     assert result.exit_code == 0, result.stdout + result.stderr
     project_dir = workspace / f"p_{form}"
-    spec = ModelSpec.from_dict(result.json["model"])
+    spec = from_dict(ModelSpec, result.json["model"])
     assert spec.kind == form
     if form != "builtin":
         assert (project_dir / spec.file).is_file()  # the model is copied into the project

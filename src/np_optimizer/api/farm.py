@@ -3,40 +3,12 @@ their state, read from the labgrid coordinator."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.records import FarmDevice, FarmPlace, FarmView
+
 __all__ = ["FarmPlace", "FarmDevice", "FarmView", "devices_farm"]
-
-
-@dataclass(frozen=True)
-class FarmPlace:
-    name: str
-    state: str  # "free" | "acquired" | "reserved"
-    acquired_by: str | None  # labgrid's owner, host/user
-    tags: dict[str, str]
-    board: str | None  # the NetworkService's user@address:port
-    exporter: str | None
-    available: bool  # the exporter publishes the service now
-
-
-@dataclass(frozen=True)
-class FarmDevice:
-    device: str
-    tags: dict[str, str]
-    places: tuple[FarmPlace, ...]
-    waiting: int  # reservations for exactly these tags still in the queue
-
-
-@dataclass(frozen=True)
-class FarmView:
-    coordinator: str
-    devices: tuple[FarmDevice, ...]
-    exporters: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _place(raw: dict[str, Any]) -> FarmPlace:

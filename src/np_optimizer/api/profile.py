@@ -179,4 +179,4 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
             trigger="POSTHOC", force=force, log_file=exp.log_file, remote=remote, progress=progress, seen=seen)
         store.add_post_hoc(outcome)
         results.append(outcome)
-    return ProfileRound(exp.name, target.name, chosen, method, tuple(results))
+    return ProfileRound(exp.name, target.name, chosen, tuple(results), requested_method=method)

@@ -12,7 +12,7 @@ from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json
 from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
 from np_optimizer.models.source import ModelSpec, copy_model_into
-from np_optimizer.records import ProjectRecord, WorkspaceInitResult
+from np_optimizer.records import ProjectRecord, WorkspaceInitResult, to_dict
 from np_optimizer.samples import SAMPLE_PROJECTS
 from np_optimizer.workspace import (
     PROJECT_FILE,
@@ -117,7 +117,7 @@ def projects_create(*, name: str, model: str, device: str, runtime: str | None =
         calibration = _copy_calibration(calibration_dataset, spec, root) if calibration_dataset else None
         info = {
             "schema_version": 1, "name": name, "device": target.name, "runtime": target.runtime,
-            "backend": target.backend, "model": spec.to_dict(), "calibration_dataset": calibration,
+            "backend": target.backend, "model": to_dict(spec), "calibration_dataset": calibration,
             "created_at": utc_now(),
         }
         if evaluation_dataset:  # checked against the model and copied, like the calibration data

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from np_optimizer.config.budgets import Budget
 from np_optimizer.errors import ConfigError, NotFoundError, NpError, UsageError
-from np_optimizer.records import ReportRecord
+from np_optimizer.records import ReportRecord, to_dict
 from np_optimizer.report.model import (
     PipelineRow,
     ProjectReport,
@@ -97,7 +97,7 @@ def check_report_budgets(record: ReportRecord, run_yaml: Path, overrides: Sequen
                           hint="Add e.g. `budgets:` with `  latency_ms: 20` to run.yaml, or pass --budget "
                                "latency_ms=20.", code="NP-BDG-404")
     verdict = check_budgets(record.experiment, budgets, check_all=check_all)
-    return dataclasses.replace(record, budgets=verdict, data={**record.data, "budgets": verdict.to_dict()})
+    return dataclasses.replace(record, budgets=verdict, data={**record.data, "budgets": to_dict(verdict)})
 
 
 def _project_report(project: str | None, cwd: Path) -> ProjectReport:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
@@ -13,6 +12,7 @@ from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import print_json, print_plain, print_table
 from np_optimizer.devices import Device
 from np_optimizer.errors import UsageError
+from np_optimizer.records import to_dict
 
 app = typer.Typer(help="The device catalogue and what each profiling method gives on it.", no_args_is_help=True)
 
@@ -45,7 +45,7 @@ def ls(
     farm = devices_farm()
     by_name = {f.device: f for f in farm.devices} if farm else {}
     if json_mode:  # a farm device's entry gains "farm": its tags, places and their state
-        print_json([d.to_dict() | ({"farm": asdict(by_name[d.name]) | {"coordinator": farm.coordinator}}
+        print_json([to_dict(d.record()) | ({"farm": to_dict(by_name[d.name]) | {"coordinator": farm.coordinator}}
                                    if farm and d.name in by_name else {}) for d in devices])
         return
     rows = [[d.name, d.runtime, d.backend, d.mlia_target or "-", _methods(d)] for d in devices]

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
             result = run_evaluate(ids, experiment=experiment, project=project, dataset=dataset, metrics=metrics,
                                   console_write=display.write, progress=display.progress)
         if json_mode:
-            print_json(result.json_dict())
+            print_json(to_dict(result))
             return result.exit_code
         columns, rows = evaluation_table([to_dict(r) for r in result.results])
         print_table(f"Post-hoc evaluation: {result.experiment}" + (f" on {result.dataset}" if result.dataset else ""),

@@ -9,6 +9,7 @@ import typer
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import notice, out, print_json, print_table, warn
+from np_optimizer.records import to_dict
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
                                  runtime=runtime, backend=backend, force=force, profile_opts=options,
                                  console_write=display.write, progress=display.progress)
         if json_mode:
-            print_json(result.json_dict())
+            print_json(to_dict(result))
             return result.exit_code
         from np_optimizer.report.rounds import round_messages, round_table
 

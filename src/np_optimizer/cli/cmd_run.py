@@ -19,7 +19,7 @@ MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia
 
 
 def summary_dict(summary: RunSummary) -> dict[str, object]:
-    return summary.json_dict()
+    return to_dict(summary)
 
 
 def print_summary(summary: RunSummary) -> None:

@@ -9,6 +9,7 @@ from np_optimizer.api.layers import CompareRecord, LayersRecord
 from np_optimizer.cli.render import line, out, print_json, print_plain, print_table, warn
 from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
+from np_optimizer.records import to_dict
 
 __all__ = ["show_layers", "show_compare"]
 
@@ -34,7 +35,7 @@ def _placement(entry: dict[str, Any]) -> str:
 def show_layers(record: LayersRecord, mode: str) -> None:
     unit = record.cost.get("unit", "")
     if mode == "json":
-        print_json(record.to_dict())
+        print_json(to_dict(record))
         return
     if mode == "plain":
         rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
@@ -124,7 +125,7 @@ def _cell(cell: dict[str, Any] | None, first: bool) -> str:
 
 def show_compare(record: CompareRecord, mode: str) -> None:
     if mode == "json":
-        print_json(record.to_dict())
+        print_json(to_dict(record))
         return
     labels = [c["label"] for c in record.columns]
     if mode == "plain":

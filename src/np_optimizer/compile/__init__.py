@@ -27,7 +27,7 @@ from np_optimizer.compile.result import CompileResult, read_compile_record, writ
 from np_optimizer.devices import Device
 from np_optimizer.errors import ToolError
 from np_optimizer.models.source import sha256_file
-from np_optimizer.records import from_dict
+from np_optimizer.records import from_dict, to_dict
 from np_optimizer.versions import tool_version
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
     out_dir.mkdir(parents=True)
     result = _lower(program_path, device, out_dir, sha, key, start, program)
     if result.status != "failed":  # a failure may be transient (memory, a killed tool): never cached
-        stored = cache.put(key, out_dir, result.to_dict())
+        stored = cache.put(key, out_dir, to_dict(result))
         entry = str(stored) if stored else None
         result = replace(result, cache={"status": "miss", "key": key, "entry": entry})
     write_compile_record(out_dir, result)

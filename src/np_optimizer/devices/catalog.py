@@ -13,6 +13,7 @@ from np_optimizer.backends import Backend, get_backend
 from np_optimizer.errors import NotFoundError, UnsupportedError
 from np_optimizer.metrics import HEADLINE
 from np_optimizer.metrics import MetricType as M
+from np_optimizer.records import DeviceRecord
 
 __all__ = [
     "MethodSupport",
@@ -67,27 +68,14 @@ class Device:
     def method_names(self) -> tuple[str, ...]:
         return tuple(m.method for m in self.methods)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.name,
-            "display_name": self.display_name,
-            "runtime": self.runtime,
-            "backend": self.backend,
-            "chipset": self.chipset,
-            "architecture": self.architecture,
-            "memory": self.memory,
-            "mlia_target": self.mlia_target,
-            "methods": {
-                m.method: {
-                    "result_kind": m.result_kind,
-                    "metrics": [str(x) for x in m.metrics],
-                    "requires": m.requires,
-                    "note": m.note,
-                }
-                for m in self.methods
-            },
-            "notes": self.notes,
-        }
+    def record(self) -> DeviceRecord:
+        """The row as `np devices ls --json` prints it."""
+        return DeviceRecord(
+            device=self.name, display_name=self.display_name, runtime=self.runtime, backend=self.backend,
+            chipset=self.chipset, architecture=self.architecture, memory=self.memory, mlia_target=self.mlia_target,
+            methods={m.method: {"result_kind": m.result_kind, "metrics": [str(x) for x in m.metrics],
+                                "requires": m.requires, "note": m.note} for m in self.methods},
+            notes=self.notes)
 
 
 _STATIC = (M.MACS, M.PARAMS)

@@ -11,6 +11,7 @@ from np_optimizer.errors import ConfigError, UsageError
 from np_optimizer.evaluate.inputs import EVALUATION_KEY
 from np_optimizer.files import write_json
 from np_optimizer.models.source import ModelSpec
+from np_optimizer.records import from_dict
 from np_optimizer.workspace import PROJECT_FILE, Project, utc_now
 
 __all__ = ["prepare_dataset", "attach_dataset", "parse_channels"]
@@ -89,7 +90,7 @@ def attach_dataset(project: Project, source: str, *, mean: list[float] | None = 
                    std: list[float] | None = None) -> dict[str, Any]:
     """`np datasets add`: replace the project's evaluation dataset; project.json is rewritten atomically."""
     info = project.info
-    spec = ModelSpec.from_dict(info["model"])
+    spec = from_dict(ModelSpec, info["model"])
     entry = prepare_dataset(source, spec, project.root, mean=mean, std=std)
     info[EVALUATION_KEY] = entry
     write_json(project.root / PROJECT_FILE, info)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.files import write_json
 from np_optimizer.layers.keys import assign_keys, is_overhead, op_family
+from np_optimizer.records import to_dict
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -63,7 +64,7 @@ def program_layers(edge_program: ExportedProgram, root_class: str = "model") -> 
     out = []
     for o in ops:
         family = op_family(o["op"])
-        out.append({**keys[o["id"]].to_dict(), "id": o["id"], "op": o["op"], "op_family": family,
+        out.append({**to_dict(keys[o["id"]]), "id": o["id"], "op": o["op"], "op_family": family,
                     "overhead": is_overhead(family), "delegated": o["delegated"], "delegate": o["delegate"],
                     "macs": o["macs"]})
     return {"schema_version": GRAPH_SCHEMA, "delegates": index, "ops": out,

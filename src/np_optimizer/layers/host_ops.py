@@ -13,6 +13,7 @@ from typing import Any
 
 from np_optimizer.errors import UnsupportedError
 from np_optimizer.layers.keys import LayerKey, module_of, op_family
+from np_optimizer.records import to_dict
 from np_optimizer.versions import tool_version
 
 __all__ = ["traced_ops"]
@@ -59,7 +60,7 @@ def traced_ops(pte: Path, etrecord: Path, inputs: tuple[Any, ...], runs: int, wo
             if perf is None or event.name in ("Method::execute", "Program::load_method"):
                 continue
             key, family = _key(event)
-            fields: dict[str, str | None] = dict(key.to_dict()) if key else {
+            fields: dict[str, str | None] = dict(to_dict(key)) if key else {
                 "key": str(event.name), "module": None, "class": None, "family": family}
             rows.append({**fields, "op_family": family, "raw_id": str(event.name),
                          "debug_handles": getattr(event, "debug_handles", None),

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from np_optimizer.records.layers import ROOT, LayerKey
 
 __all__ = ["LayerKey", "ROOT", "OVERHEAD_FAMILIES", "op_family", "module_of", "is_overhead", "assign_keys"]
 
-ROOT = ""  # the module path of the model itself (ops written in its own forward)
 
 # Ops that move or re-encode data rather than compute: the compiler inserts them around the layers.
 OVERHEAD_FAMILIES = frozenset({
@@ -22,23 +22,6 @@ OVERHEAD_FAMILIES = frozenset({
     "unsqueeze_copy", "expand_copy", "clone", "_clone_dim_order", "_to_copy", "_to_dim_order_copy", "memorycopy",
     "constant_pad_nd", "pad", "identity", "cast",
 })
-
-
-@dataclass(frozen=True, order=True)
-class LayerKey:
-    """`module` is the dotted path in `named_modules()` ("" is the model itself); `cls` the class's short name."""
-
-    module: str
-    cls: str
-    family: str
-
-    @property
-    def label(self) -> str:
-        """What the user reads: the module path, or `(model).<family>` for ops of the model's own forward."""
-        return self.module if self.module != ROOT else f"(model).{self.family}"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"key": self.label, "module": self.module, "class": self.cls, "family": self.family}
 
 
 _SUFFIX = re.compile(r"(_\d+)+$")

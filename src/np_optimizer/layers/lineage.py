@@ -30,7 +30,7 @@ class LayerGraph:
     position: dict[str, int] = field(default_factory=dict)  # label -> index of its output op in graph order
     producers: dict[str, set[str]] = field(default_factory=dict)
     live: set[str] = field(default_factory=set)
-    info: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> LayerKey.to_dict()
+    info: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> to_dict(LayerKey)
     int8_step: dict[str, float] = field(default_factory=dict)  # label -> scale of its output's per-tensor dequantize
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.files import write_json
 from np_optimizer.layers.keys import assign_keys
 from np_optimizer.layers.lineage import INPUT, LayerGraph
+from np_optimizer.records import to_dict
 
 if TYPE_CHECKING:
     import torch
@@ -58,7 +59,7 @@ def layer_graph(gm: GraphModule) -> LayerGraph:
         label = key.label
         if label not in graph.info:
             graph.labels.append(label)
-            graph.info[label] = key.to_dict()
+            graph.info[label] = to_dict(key)
             graph.producers[label] = set()
         for source in node.all_input_nodes:
             if source.op == "placeholder":

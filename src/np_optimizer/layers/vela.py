@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.layers.keys import ROOT, LayerKey, assign_keys, is_overhead, op_family
+from np_optimizer.records import to_dict
 
 __all__ = ["VelaRow", "read_per_layer_csv", "read_debug_info", "join_rows", "DEBUG_FILE"]
 
@@ -115,7 +116,7 @@ def join_rows(rows: list[VelaRow], events: list[dict[str, Any]] | None, root_cla
             key = LayerKey(ROOT, "?", row.raw_id)
             fields: dict[str, str | None] = {"key": row.raw_id, "module": None, "class": None, "family": family}
         else:
-            fields = dict(key.to_dict())
+            fields = dict(to_dict(key))
         out.append({**fields, "op_family": family, "overhead": overhead, "partition": row.partition,
                     "raw_id": row.raw_id, "tosa_name": tosa_name, **{k: v for k, v in row.values.items()
                                                                     if k != "raw_id"}})

@@ -11,35 +11,18 @@ import ast
 import hashlib
 import shutil
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.errors import ModelError, NotFoundError
 from np_optimizer.models.catalog import get_builtin
+from np_optimizer.records.commands import ModelSpec
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["ModelSpec", "copy_model_into", "load_model", "sha256_file"]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    kind: str  # "builtin" | "pt2" | "factory" | "hf" (a Hugging Face model folder, copied to model/hf/)
-    name: str
-    file: str | None = None  # relative to the project folder
-    factory: str | None = None
-    seed: int = 0
-    source: str | None = None  # what the user passed
-    sha256: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> ModelSpec:
-        return ModelSpec(**data)
 
 
 def sha256_file(path: Path) -> str:

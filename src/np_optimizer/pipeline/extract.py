@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from np_optimizer.models.source import ModelSpec, load_model
 from np_optimizer.pipeline.context import RunContext, StepOutcome
+from np_optimizer.records import from_dict, to_dict
 
 if TYPE_CHECKING:
     import torch
@@ -22,7 +23,7 @@ def input_model_hash_payload(run: RunContext) -> dict[str, Any]:
 def extract_input_model(run: RunContext, artifacts: Path) -> StepOutcome:
     from np_optimizer.graph.program_io import export_model, save_inputs
 
-    spec = ModelSpec.from_dict(run.project.info["model"])
+    spec = from_dict(ModelSpec, run.project.info["model"])
     loaded = load_model(spec, run.project.root)
     run.loaded_model = loaded
     # load_model returns a module whenever it returns no exported program
@@ -31,5 +32,5 @@ def extract_input_model(run: RunContext, artifacts: Path) -> StepOutcome:
     run.example_inputs = loaded.example_inputs
     save_inputs([loaded.example_inputs], artifacts / "example_inputs.pt")
     shapes = [f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in loaded.example_inputs]
-    parameters = {"model": spec.to_dict(), "example_inputs": shapes}
+    parameters = {"model": to_dict(spec), "example_inputs": shapes}
     return StepOutcome(program=program, changes={"exported_with": "torch.export.export"}, parameters=parameters)

@@ -18,7 +18,7 @@ from np_optimizer.errors import ToolError, error_record
 from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
-from np_optimizer.records import JobRecord
+from np_optimizer.records import JobRecord, to_dict
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
@@ -136,7 +136,7 @@ class JobRunner:
             warnings.append(text)
         done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
-                       compile=compiled.to_dict() if compiled else {}, fidelity=fidelity, warnings=tuple(warnings),
+                       compile=to_dict(compiled) if compiled else {}, fidelity=fidelity, warnings=tuple(warnings),
                        timings=timings)
         self.store.write_job(done)
         if input_ref is not None:

@@ -20,7 +20,7 @@ from np_optimizer.profiler.cache import EstimateCache, cache_key
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
-from np_optimizer.records import CheckpointRef, MetricValue, ProfileResult, from_dict
+from np_optimizer.records import CheckpointRef, MetricValue, ProfileResult, from_dict, to_dict
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.remote import RemoteDevice
@@ -91,7 +91,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
                  "of lowering")
     elif (note := reuse_note(compiled)) is not None:
         log.info(f"  using the compiled checkpoint from the {note}")
-    compile_summary = {k: v for k, v in compiled.to_dict().items() if k in (
+    compile_summary = {k: v for k, v in to_dict(compiled).items() if k in (
         "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops", "planned_arena_bytes",
         "pte_file", "tosa_file", "cache")}
     compile_summary["reused"] = "job folder" if reused_compile else (compiled.cache or {}).get("status", "miss")

@@ -5,24 +5,31 @@
     results.py     checkpoints, metrics, profile and evaluation results, job.json
     commands.py    what the commands return (np projects, experiments, status, export, run, profile, evaluate)
     validation.py  validation issues and the execution plan (np validate, np run --dry-run)
-    report.py      np report's rows, groups, budgets verdict, layer views and the report record
+    report.py      np report's rows, groups, budgets verdict, layer views, tables and the report record
+    layers.py      the layer key of every per-layer row
 
 The package imports nothing of np above its floor (errors), so every layer can use it.
 """
 
 from np_optimizer.records.codec import SCHEMA_VERSION, from_dict, to_dict
 from np_optimizer.records.commands import (
+    DeviceRecord,
     EvaluationRound,
     ExperimentRecord,
     ExportRecord,
+    FarmDevice,
+    FarmPlace,
+    FarmView,
     JobState,
     MeasurementState,
+    ModelSpec,
     ProfileRound,
     ProjectRecord,
     RunSummary,
     StatusRecord,
     WorkspaceInitResult,
 )
+from np_optimizer.records.layers import LayerKey
 from np_optimizer.records.report import (
     BudgetOutcome,
     BudgetVerdict,
@@ -36,8 +43,16 @@ from np_optimizer.records.report import (
     ProjectRow,
     ReportRecord,
     SortKey,
+    Table,
 )
-from np_optimizer.records.results import CheckpointRef, EvaluationResult, JobRecord, MetricValue, ProfileResult
+from np_optimizer.records.results import (
+    CheckpointRef,
+    CompileResult,
+    EvaluationResult,
+    JobRecord,
+    MetricValue,
+    ProfileResult,
+)
 from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep, ValidationIssue, ValidationReport
 
 __all__ = [
@@ -76,4 +91,12 @@ __all__ = [
     "BudgetVerdict",
     "LayersRecord",
     "CompareRecord",
+    "Table",
+    "CompileResult",
+    "ModelSpec",
+    "FarmPlace",
+    "FarmDevice",
+    "FarmView",
+    "LayerKey",
+    "DeviceRecord",
 ]

@@ -1,5 +1,11 @@
-"""The one codec of the records: `to_dict` (JSON-ready, tuples as lists, paths as strings) and `from_dict`
-(nested records, tuples of records and paths rebuilt from the field types; unknown keys ignored)."""
+"""The one codec of the records: `to_dict` (JSON-ready: tuples as lists, paths as strings) and `from_dict` (nested
+records, tuples and lists of records and paths rebuilt from the field types; unknown keys ignored).
+
+A record says how its JSON differs from its fields, declaratively, instead of writing its own to_dict:
+- `field(metadata=json_name("budget"))`: the field's JSON key;
+- `field(metadata=NOT_WRITTEN)`: a field the JSON leaves out (kept in memory only);
+- `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody).
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,38 @@ import typing
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict"]
+__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN"]
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
+_KEY = "np_json_key"
+NOT_WRITTEN: dict[str, Any] = {_KEY: None}
+
+
+def json_name(key: str) -> dict[str, Any]:
+    """Field metadata: write (and read) this field under `key`."""
+    return {_KEY: key}
+
+
+def _key(f: dataclasses.Field[Any]) -> str | None:
+    return f.metadata.get(_KEY, f.name) if _KEY in f.metadata else f.name
 
 
 def to_dict(record: Any) -> dict[str, Any]:
-    """A JSON-ready dict of a record (tuples become lists)."""
-    return typing.cast(dict[str, Any], _plain(dataclasses.asdict(record)))
+    """A JSON-ready dict of a record."""
+    return typing.cast(dict[str, Any], _plain(record))
 
 
 def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            key = _key(f)
+            if key is not None:
+                out[key] = _plain(getattr(value, f.name))
+        for key, attribute in getattr(value, "__json_computed__", {}).items():
+            out[key] = _plain(getattr(value, attribute))
+        return out
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, dict):
@@ -42,8 +68,9 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     hints = _hints(typing.cast(type, cls))
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name in data and f.init:
-            kwargs[f.name] = _coerce(hints[f.name], data[f.name])
+        key = _key(f)
+        if key is not None and key in data and f.init:
+            kwargs[f.name] = _coerce(hints[f.name], data[key])
     return cls(**kwargs)
 
 
@@ -65,9 +92,11 @@ def _coerce(hint: Any, value: Any) -> Any:
         return from_dict(hint, value)  # type: ignore[arg-type]
     if hint is Path and isinstance(value, str):
         return Path(value)
-    if origin is tuple and isinstance(value, list):
+    if origin in (tuple, list) and isinstance(value, list):
         inner = args[0] if args else Any
-        return tuple(_coerce(inner, v) for v in value)
+        return origin(_coerce(inner, v) for v in value)
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return {k: _coerce(args[1], v) for k, v in value.items()}
     if dataclasses.is_dataclass(hint) and not isinstance(value, dict):
         raise TypeError(f"expected a mapping for {hint}")
     return value

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
-from np_optimizer.records.codec import SCHEMA_VERSION, to_dict
+from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
 from np_optimizer.records.results import EvaluationResult, ProfileResult
 
-__all__ = ["WorkspaceInitResult", "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord", "RunSummary", "EvaluationRound", "ProfileRound"]
+__all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult", "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord", "RunSummary", "EvaluationRound", "ProfileRound"]
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class ExportRecord:
 class RunSummary:
     """`np run`: how the run ended, its jobs, its profile rounds, and the error that stopped the steps (if any).
 
-    No schema_version: `np run --json` prints `json_dict()`, whose shape is pinned."""
+    No schema_version: `np run --json` prints `to_dict()` of it, whose shape is pinned."""
 
     experiment: str
     status: str  # "success" | "failed"
@@ -132,17 +132,13 @@ class RunSummary:
             codes.append(str(self.error.get("code")))
         return failure_exit_code(codes) or EXIT_FAILED
 
-    def json_dict(self) -> dict[str, Any]:
-        return {"experiment": self.experiment, "status": self.status, "duration_s": self.duration_s,
-                "jobs": list(self.jobs), "profile": [to_dict(p) for p in self.profile], "error": self.error,
-                "evaluation": [to_dict(e) for e in self.evaluation]}
 
 
 @dataclass(frozen=True)
 class EvaluationRound:
     """`np evaluate`: the post-hoc evaluations of one command.
 
-    No schema_version: `np evaluate --json` prints `json_dict()`."""
+    No schema_version: `np evaluate --json` prints `to_dict()` of it."""
 
     experiment: str
     dataset: str | None
@@ -156,21 +152,21 @@ class EvaluationRound:
     def exit_code(self) -> int:
         return EXIT_FAILED if self.failed else 0
 
-    def json_dict(self) -> dict[str, Any]:
-        return {"experiment": self.experiment, "dataset": self.dataset, "results": [to_dict(r) for r in self.results]}
 
 
 @dataclass(frozen=True)
 class ProfileRound:
     """`np profile`: the post-hoc rounds of one command, on one device with one method.
 
-    No schema_version: `np profile --json` prints `json_dict()`, whose shape is pinned."""
+    No schema_version: `np profile --json` prints `to_dict()` of it, whose shape is pinned."""
+
+    __json_computed__: ClassVar[dict[str, str]] = {"reused": "reused"}
 
     experiment: str
     device: str
     method: str
-    requested_method: str | None
     results: tuple[ProfileResult, ...] = ()
+    requested_method: str | None = field(default=None, metadata=NOT_WRITTEN)  # as asked (None: the default method)
 
     @property
     def reused(self) -> bool:
@@ -186,7 +182,58 @@ class ProfileRound:
         """0, or 4 when every failed round could not reach its device, else 1."""
         return failure_exit_code([str((r.error or {}).get("code")) for r in self.failed])
 
-    def json_dict(self) -> dict[str, Any]:
-        return {"experiment": self.experiment, "device": self.device, "method": self.method, "reused": self.reused,
-                "results": [to_dict(r) for r in self.results]}
 
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """project.json's `model`: what the project's model is and where its copy lives."""
+
+    kind: str  # "builtin" | "pt2" | "factory" | "hf" (a Hugging Face model folder, copied to model/hf/)
+    name: str
+    file: str | None = None  # relative to the project folder
+    factory: str | None = None
+    seed: int = 0
+    source: str | None = None  # what the user passed
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class FarmPlace:
+    name: str
+    state: str  # "free" | "acquired" | "reserved"
+    acquired_by: str | None  # labgrid's owner, host/user
+    tags: dict[str, str]
+    board: str | None  # the NetworkService's user@address:port
+    exporter: str | None
+    available: bool  # the exporter publishes the service now
+
+
+@dataclass(frozen=True)
+class FarmDevice:
+    device: str
+    tags: dict[str, str]
+    places: tuple[FarmPlace, ...]
+    waiting: int  # reservations for exactly these tags still in the queue
+
+
+@dataclass(frozen=True)
+class FarmView:
+    coordinator: str
+    devices: tuple[FarmDevice, ...]
+    exporters: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """One row of `np devices ls --json`: a device of the catalogue and the metrics each of its methods gives."""
+
+    device: str
+    display_name: str
+    runtime: str
+    backend: str
+    chipset: str
+    architecture: str
+    memory: str
+    mlia_target: str | None
+    methods: dict[str, dict[str, Any]]
+    notes: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
@@ -105,36 +105,38 @@ class Pick:
 class BudgetOutcome:
     checkpoint: str
     model: str  # the row's name: input_model, 02_graph_quantize ...
-    key: str
+    budget: str  # the budget's key: latency_ms, snr_min ...
     metric_type: str
     unit: str
     limit: float
-    minimum: bool
+    kind_of_limit: str  # "min" (the value must reach the limit) | "max"
     status: str  # pass | fail | not checked
     value: float | None  # in the budget's unit
-    kind: str
+    value_kind: str  # measured | estimated | static | fidelity | evaluated (Pick.kind)
     source: str
-    reason: str = ""
+    reason: str | None = None
     origin: str = "run.yaml"
+
+    @property
+    def minimum(self) -> bool:
+        return self.kind_of_limit == "min"
 
     @property
     def message(self) -> str:
         if self.status == NOT_CHECKED:
-            return f"{self.key}: not checked ({self.reason})"
+            return f"{self.budget}: not checked ({self.reason})"
         rel = ">=" if self.minimum else "<="
         word = "ok" if self.status == PASS else "over budget" if not self.minimum else "under the minimum"
-        return f"{self.key} = {_fmt(self.value)} {self.unit} ({self.kind}), budget {rel} {_fmt(self.limit)} " \
+        return f"{self.budget} = {_fmt(self.value)} {self.unit} ({self.value_kind}), budget {rel} {_fmt(self.limit)} " \
                f"{self.unit}: {word}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "model": self.model, "budget": self.key, "metric_type": self.metric_type,
-                "unit": self.unit, "limit": self.limit, "kind_of_limit": "min" if self.minimum else "max",
-                "status": self.status, "value": self.value, "value_kind": self.kind, "source": self.source,
-                "reason": self.reason or None, "origin": self.origin}
 
 
 @dataclass(frozen=True)
 class BudgetVerdict:
+    __json_computed__: ClassVar[dict[str, str]] = {"status": "status", "verdict": "line", "passed": "passed",
+                                                    "failed": "failed", "not_checked": "not_checked"}
+
     outcomes: tuple[BudgetOutcome, ...]
     checkpoints: tuple[str, ...]
     check_all: bool = False
@@ -155,7 +157,7 @@ class BudgetVerdict:
         counts = f"{self.count(PASS)} passed, {self.count(FAIL)} failed, {self.count(NOT_CHECKED)} not checked"
         scope = ", ".join(c.lower() for c in self.checkpoints)
         if self.status == FAIL:
-            failed = "; ".join(f"{o.model} {o.key} {_fmt(o.value)} {o.unit} vs "
+            failed = "; ".join(f"{o.model} {o.budget} {_fmt(o.value)} {o.unit} vs "
                                f"{'>=' if o.minimum else '<='} {_fmt(o.limit)}"
                                for o in self.outcomes if o.status == FAIL)
             return f"Budgets FAILED on {scope} ({counts}): {failed}"
@@ -163,10 +165,17 @@ class BudgetVerdict:
             return f"Budgets passed on {scope} ({counts})"
         return f"Budgets NOT CHECKED on {scope}: none of the {len(self.outcomes)} could be checked"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "verdict": self.line, "checkpoints": list(self.checkpoints),
-                "check_all": self.check_all, "passed": self.count(PASS), "failed": self.count(FAIL),
-                "not_checked": self.count(NOT_CHECKED), "outcomes": [o.to_dict() for o in self.outcomes]}
+    @property
+    def passed(self) -> int:
+        return self.count(PASS)
+
+    @property
+    def failed(self) -> int:
+        return self.count(FAIL)
+
+    @property
+    def not_checked(self) -> int:
+        return self.count(NOT_CHECKED)
 
 
 def _fmt(value: float | None) -> str:
@@ -229,11 +238,6 @@ class LayersRecord:
     warnings: tuple[str, ...] = ()
     snr: dict[str, Any] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"experiment": self.experiment, "checkpoint": self.checkpoint, "device": self.device,
-                "method": self.method, "result_kind": self.result_kind, "cost": self.cost,
-                "coverage": self.coverage, "layers": list(self.layers), "layer_count": self.layer_count,
-                "file": self.file, "snr": self.snr, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -243,9 +247,6 @@ class CompareRecord:
     diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"columns": list(self.columns), "totals": list(self.totals), "diffs": list(self.diffs),
-                "warnings": list(self.warnings)}
 
 
 @dataclass

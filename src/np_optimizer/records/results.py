@@ -8,7 +8,7 @@ from typing import Any
 
 from np_optimizer.records.codec import SCHEMA_VERSION
 
-__all__ = ["CheckpointRef", "MetricValue", "ProfileResult", "EvaluationResult", "JobRecord"]
+__all__ = ["CheckpointRef", "CompileResult", "MetricValue", "ProfileResult", "EvaluationResult", "JobRecord"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +126,38 @@ class JobRecord:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per part: step, save, compile, fidelity
     schema_version: int = SCHEMA_VERSION
     evaluation: tuple[EvaluationResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """compile.json: what was compiled from what, for which device, and what the lowering delegated."""
+
+    device: str
+    backend: str
+    target: str | None
+    status: str  # "ok" | "unsupported" (nothing the device can run) | "failed"
+    program_sha256: str
+    compile_key: str
+    reason: str | None = None
+    pte_file: str | None = None  # relative to the compile folder
+    pte_bytes: int | None = None
+    pte_sha256: str | None = None
+    num_delegates: int = 0
+    delegated_ops: int = 0
+    non_delegated_ops: int = 0
+    delegated_histogram: dict[str, int] = field(default_factory=dict)
+    non_delegated_histogram: dict[str, int] = field(default_factory=dict)
+    planned_arena_bytes: int | None = None
+    tosa_file: str | None = None  # relative to the compile folder
+    vela_summary_file: str | None = None
+    vela_summary: dict[str, Any] | None = None
+    vela_summary_partial: bool = False
+    vela_config: dict[str, str] | None = None
+    quantized: bool | None = None  # does the compiled program hold quantize ops (None: not recorded)
+    versions: dict[str, str] = field(default_factory=dict)
+    seconds: float | None = None  # wall time of this compilation (a copy, on a cache hit)
+    cache: dict[str, Any] | None = None  # status hit|miss, key, entry folder; on a hit saved_s and compiled_for
+
+    @property
+    def total_ops(self) -> int:
+        return self.delegated_ops + self.non_delegated_ops

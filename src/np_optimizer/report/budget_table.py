@@ -15,7 +15,7 @@ def _row_status(verdict: BudgetVerdict, model: str) -> str:
     if not mine:
         return ""  # not a checked checkpoint
     if any(o.status == FAIL for o in mine):
-        return "FAIL (" + ", ".join(o.key for o in mine if o.status == FAIL) + ")"
+        return "FAIL (" + ", ".join(o.budget for o in mine if o.status == FAIL) + ")"
     if any(o.status == PASS for o in mine):
         skipped = sum(o.status == NOT_CHECKED for o in mine)
         return "pass" + (f" ({skipped} not checked)" if skipped else "")
@@ -40,10 +40,10 @@ def budget_table(verdict: BudgetVerdict) -> Table:
         limit = f"{'>=' if o.minimum else '<='} {o.limit:g} {o.unit}"
         value = "-" if o.value is None else ("identical" if o.value == float("inf") else f"{o.value:.4g} {o.unit}")
         result = o.status if o.status != FAIL else "FAIL"
-        rows.append([o.model, o.key, limit, value, o.kind or "-", result if o.status != NOT_CHECKED
+        rows.append([o.model, o.budget, limit, value, o.value_kind or "-", result if o.status != NOT_CHECKED
                      else f"not checked: {o.reason}"])
-        plain.append([o.model, o.key, o.limit, "min" if o.minimum else "max", "" if o.value is None else o.value,
-                      o.kind, o.status, o.reason, o.source, o.origin])
+        plain.append([o.model, o.budget, o.limit, o.kind_of_limit, "" if o.value is None else o.value,
+                      o.value_kind, o.status, o.reason or "", o.source, o.origin])
     return Table("Budgets", ["Model", "Budget", "Limit", "Value", "Obtained", "Result"], rows,
                  ["model", "budget", "limit", "limit_kind", "value", "value_kind", "status", "reason", "source",
                   "origin"], plain, caption="Values from the project's device: measured if available, else estimated.",

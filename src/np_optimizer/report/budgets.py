@@ -147,6 +147,6 @@ def check_budgets(report: ExperimentReport, budgets: Sequence[Budget], *, check_
                 ok = value >= budget.limit if metric.minimum else value <= budget.limit
                 status = PASS if ok else FAIL
             outcomes.append(BudgetOutcome(row.checkpoint, row.model, budget.key, metric.metric_type, metric.unit,
-                                          budget.limit, metric.minimum, status, value, pick.kind, pick.source,
-                                          pick.reason, budget.origin))
+                                          budget.limit, "min" if metric.minimum else "max", status, value,
+                                          pick.kind, pick.source, pick.reason or None, budget.origin))
     return BudgetVerdict(tuple(outcomes), tuple(r.checkpoint for r in rows), check_all)

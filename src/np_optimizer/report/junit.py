@@ -34,7 +34,7 @@ def junit_xml(verdict: BudgetVerdict, experiment: str, timestamp: str | None = N
         suite.set("timestamp", timestamp)
     for outcome in verdict.outcomes:
         case = ET.SubElement(suite, "testcase", classname=f"np.budgets.{experiment}.{outcome.model}",
-                             name=f"{outcome.key} {_limit(outcome.minimum, outcome.limit, outcome.unit)}", time="0")
+                             name=f"{outcome.budget} {_limit(outcome.minimum, outcome.limit, outcome.unit)}", time="0")
         if outcome.status == FAIL:
             failure = ET.SubElement(case, "failure", message=outcome.message, type="NP-BDG-412")
             failure.text = f"{outcome.message}\nvalue from: {outcome.source}\nbudget from: {outcome.origin}"

@@ -17,9 +17,10 @@ GENERATED_SAMPLES = 32  # calibration samples drawn when num_samples is -1 and t
 
 def _eager_model(ctx: StepContext) -> Any:
     from np_optimizer.models.source import ModelSpec, load_model
+    from np_optimizer.records import from_dict
 
     loaded = ctx.run.loaded_model
-    spec = ModelSpec.from_dict(ctx.run.project.info["model"])
+    spec = from_dict(ModelSpec, ctx.run.project.info["model"])
     if loaded is None:  # INPUT_MODEL was reused under --retry: nothing loaded the model in this process yet
         ctx.progress("loading the eager model")
         loaded = load_model(spec, ctx.run.project.root)

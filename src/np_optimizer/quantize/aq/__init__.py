@@ -53,7 +53,7 @@ class AQResult:
 
     def summary(self) -> dict[str, Any]:
         snrs = [row["weight_snr_db"] for row in self.layers if row.get("weight_snr_db") is not None]
-        return {"algorithm": self.algorithm, "implementation": self.implementation, **self.scheme.to_dict(),
+        return {"algorithm": self.algorithm, "implementation": self.implementation, **self.scheme.parameters(),
                 "quantized_layers": len(self.layers),
                 "mean_layer_weight_snr_db": round(sum(snrs) / len(snrs), 3) if snrs else None,
                 "seconds": round(self.seconds, 2)}

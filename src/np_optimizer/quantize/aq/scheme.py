@@ -71,7 +71,8 @@ class AQScheme:
     weight: WeightQuant
     activation: ActivationQuant
 
-    def to_dict(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, Any]:
+        """What job.json's parameters say of the scheme."""
         return {"scheme": self.name, "weight": self.weight.describe(), "activation": self.activation.describe(),
                 "weight_bits": self.weight.bits, "weight_group_size": self.weight.group_size,
                 "weight_calibration_method": self.weight.method, "activation_mode": self.activation.mode,

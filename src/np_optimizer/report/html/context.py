@@ -249,7 +249,7 @@ def _budgets(report: ExperimentReport, folder: Path, verdict: BudgetVerdict | No
              warnings: list[str]) -> tuple[BudgetVerdict | None, dict[str, Budget]]:
     """The verdict of --check, or (shown, not enforced) the one of run.yaml's budgets: section."""
     if verdict is not None:
-        keys = {o.key: Budget(o.key, o.limit, o.origin) for o in verdict.outcomes}
+        keys = {o.budget: Budget(o.budget, o.limit, o.origin) for o in verdict.outcomes}
         return verdict, keys
     from np_optimizer.config.budgets import load_budgets
 
