@@ -96,21 +96,29 @@ def test_each_aq_algorithm_row_loads_its_function(name: str) -> None:
 
 
 @pytest.mark.parametrize("spec", step_specs(), ids=lambda s: s.kind)
-def test_each_step_spec_writes_parses_and_runs_through_its_function(spec: StepSpec) -> None:
+def test_each_step_spec_writes_parses_and_runs_through_its_function(spec: StepSpec, tmp_path: Path) -> None:
+    """The run.yaml lines a step's spec writes parse back to its config, and `np run` with that step alone runs its
+    registered function on the MLP and records its checkpoint."""
     import yaml
 
+    from np_optimizer import api
     from np_optimizer.config.run_config import validate_run
     from np_optimizer.devices import get_device
     from np_optimizer.pipeline.steps import step_function
 
     device = get_device("raspberry_pi_5")
-    text = 'version: "1.0"\nsteps:\n' + "\n".join(spec.run_yaml(device.backend)) + "\n"
+    text = 'version: "1.0"\nsteps:\n' + "\n".join(spec.run_yaml(device.backend)) + "\nprofile: []\n"
     config, issues = validate_run(yaml.safe_load(text), device)
     assert config is not None, issues
     (step,) = config.steps
-    assert isinstance(step, spec.config_type) and step.kind == spec.kind
-    assert callable(step_function(step))
+    assert isinstance(step, spec.config_type) and step.kind == spec.kind and callable(step_function(step))
     assert spec.checkpoint in CHECKPOINT_NAMES and STEP_KINDS.index(spec.kind) >= 0
+    api.workspace_init(tmp_path / "ws")
+    exp = make_project(tmp_path / "ws", "steps", run_yaml=text)
+    summary = api.run(experiment=str(exp))
+    assert summary.status == "success", summary.error
+    (job,) = [j for j in summary.jobs if j["name"] == f"01_{spec.kind}"]
+    assert job["status"] == "success" and (exp / job["name"] / "artifacts" / "model.pt2").is_file()
 
 
 def _methods() -> list[str]:
@@ -166,20 +174,40 @@ def test_the_catalogue_offers_exactly_the_registered_methods() -> None:
     assert {m.method for d in DEVICES for m in d.methods} <= set(_methods())
 
 
-def _views() -> list[str]:
-    from np_optimizer.cli.report_views import report_views
+def _renderers() -> list[str]:
+    from np_optimizer.cli.views.base import RENDERERS
 
-    return list(report_views())
+    return list(RENDERERS.names())
 
 
-@pytest.mark.parametrize("view", _views())
-def test_each_report_view_renders_a_real_report(view: str, finished_on_host: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def profiled_on_host(finished_on_host: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of finished_on_host with INPUT_MODEL and GRAPH_OPTIMIZE profiled (per-layer rows by MACs)."""
+    root = tmp_path_factory.mktemp("profiled")
+    shutil.copytree(finished_on_host.parents[1], root / "ws")
+    exp = root / "ws" / finished_on_host.parent.name / finished_on_host.name
+    result = run_np_subprocess("profile", "INPUT_MODEL", "GRAPH_OPTIMIZE", "--method", "mlia", cwd=exp,
+                               env={"NP_CACHE_DIR": str(root / "cache")})
+    assert result.exit_code == 0, result.stderr
+    return exp
+
+
+@pytest.mark.parametrize("name", _renderers())
+def test_each_renderer_renders_a_real_record(name: str, profiled_on_host: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Every registered renderer, on the record of its view from a real run: a renderer added without a record here
+    fails (KeyError)."""
+    from np_optimizer.api.layers import compare, layers_report
     from np_optimizer.api.report import report
-    from np_optimizer.cli.report_views import get_report_view
+    from np_optimizer.cli.views import render
 
-    record = report(experiment=str(finished_on_host))
+    view, fmt = name.split("/")
+    experiment = str(profiled_on_host)
+    build = {"report": lambda: report(experiment=experiment, check=True, budgets=["latency_ms=1000"], check_all=True),
+             "layers": lambda: layers_report(experiment=experiment, checkpoint="GRAPH_OPTIMIZE", top=5),
+             "compare": lambda: compare(experiment=experiment, checkpoints=["INPUT_MODEL", "GRAPH_OPTIMIZE"])}
+    record = build[view]()
     capsys.readouterr()
-    get_report_view(view)(record)
-    printed = capsys.readouterr().out
-    assert "input_model" in printed.lower() and "graph_optimize" in printed.lower()
+    written = render(view, fmt, record, tmp_path / f"out.{fmt}" if fmt in ("html", "junit") else None)
+    shown = written.read_text(encoding="utf-8") if written is not None else capsys.readouterr().out
+    assert "graph_optimize" in shown.lower()

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Totals of checkpoints side by side with deltas, then the layer diff (cost, placement) against the first."""
         from np_optimizer.api.layers import compare as build
-        from np_optimizer.cli.layer_views import show_compare
+        from np_optimizer.cli.views import render
 
         record = build(checkpoints=checkpoints, experiment=experiment, others=other)
-        show_compare(record, "json" if json_mode else "plain" if plain else "table")
+        render("compare", "json" if json_mode else "plain" if plain else "table", record)

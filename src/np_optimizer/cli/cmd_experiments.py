@@ -9,6 +9,7 @@ import typer
 from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, PlainOpt, ProjectOpt
 from np_optimizer.cli.render import out, print_json, print_plain, print_table
+from np_optimizer.config.writer import STEP_COMBINATIONS
 from np_optimizer.records import ExperimentRecord, to_dict
 
 app = typer.Typer(help="Create and inspect experiments (one run.yaml each).", no_args_is_help=True)
@@ -16,7 +17,7 @@ app = typer.Typer(help="Create and inspect experiments (one run.yaml each).", no
 
 @app.command("create", epilog="Example: np experiments create --project sample_cpu --steps go,gq --name int8")
 def create(
-    steps: Annotated[str, typer.Option("--steps", "-s", help="go,gq | aq,go,gq | aq | go | gq")],
+    steps: Annotated[str, typer.Option("--steps", "-s", help=" | ".join(STEP_COMBINATIONS))],
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="Default: the next experiment_NN.")] = None,
     project: ProjectOpt = None,
     json_mode: JsonOpt = False,

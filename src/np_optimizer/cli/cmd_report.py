@@ -57,15 +57,16 @@ def register(app: typer.Typer) -> None:
                              code="NP-RPT-400")
         if layers:
             from np_optimizer.api.layers import layers_report
-            from np_optimizer.cli.layer_views import show_layers
+            from np_optimizer.cli.views import render
 
-            show_layers(layers_report(checkpoint=target, experiment=experiment, top=top),
-                        "json" if json_mode else "plain" if plain else "table")
+            render("layers", "json" if json_mode else "plain" if plain else "table",
+                   layers_report(checkpoint=target, experiment=experiment, top=top))
             return 0
         file = Path(target) if target is not None else None
         from np_optimizer.api.report import report as build
         from np_optimizer.cli.render import out
-        from np_optimizer.cli.report_views import get_report_view, print_budget_outcome
+        from np_optimizer.cli.views import render
+        from np_optimizer.cli.views.report import print_budget_outcome
 
         if file is not None and not html:
             raise UsageError(f"np report takes an argument only with --html (a file) or --layers (a checkpoint); "
@@ -77,13 +78,11 @@ def register(app: typer.Typer) -> None:
         record = build(experiment=experiment, project=project, sort=sort, filter_=filter_,
                        check=check or junit is not None, budgets=budget, check_all=check_all)
         if html:
-            from np_optimizer.api.report import write_html_report
-
-            written = write_html_report(record, file)
+            written = render("report", "html", record, file)
             print_budget_outcome(record, junit)
             out.print(f"HTML report: {written}", soft_wrap=True)
             return record.exit_code
-        get_report_view("json" if json_mode else "plain" if plain else "table")(record)
+        render("report", "json" if json_mode else "plain" if plain else "table", record)
         if not json_mode and not plain:
             print_budget_outcome(record, junit)
         elif junit is not None:

@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         else:
             print_summary(summary)
         if record is not None:
-            from np_optimizer.cli.report_views import print_budget_outcome
+            from np_optimizer.cli.views.report import print_budget_outcome
 
             print_budget_outcome(record, junit, quiet=json_mode)
             return record.exit_code  # 6 when a budget failed

@@ -14,7 +14,15 @@ from np_optimizer.errors import UsageError
 
 __all__ = ["STEP_COMBINATIONS", "parse_steps_option", "render_run_yaml", "render_detail_yaml"]
 
-STEP_COMBINATIONS = ("go,gq", "aq,go,gq", "aq", "go", "gq")
+
+
+def _combinations() -> tuple[str, ...]:
+    """What --steps accepts: every step from one onward to the last (go,gq; aq,go,gq), or one step alone."""
+    shorts = [s.short for s in step_specs()]
+    return (*(",".join(shorts[i:]) for i in reversed(range(len(shorts) - 1))), *shorts)
+
+
+STEP_COMBINATIONS = _combinations()
 
 _CHECKPOINT_COMMENTS = {"INPUT_MODEL": "original model before optimization",
                         **{s.checkpoint: f"after {s.abbreviation} step" for s in step_specs()}}

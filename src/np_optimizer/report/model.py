@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from np_optimizer import metrics
+from np_optimizer.config.steps import step_specs
 from np_optimizer.devices import DEVICES
 from np_optimizer.records.report import (
     FINISHED,
@@ -158,7 +159,7 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
 
 
 def steps_label(step_types: list[str]) -> str:
-    names = {"advanced_quantize": "AQ", "graph_optimize": "GO", "graph_quantize": "GQ"}
+    names = {s.kind: s.abbreviation for s in step_specs()}
     return ",".join(names.get(s, s) for s in step_types)
 
 

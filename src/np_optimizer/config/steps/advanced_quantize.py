@@ -105,5 +105,5 @@ SPEC = register_step_spec(StepSpec(
     kind="advanced_quantize", short="aq", checkpoint="ADVANCED_QUANTIZE", abbreviation="AQ",
     logger="AdvancedQuantizer", order=10, config_type=AdvancedQuantizeConfig, parse=parse, options=OPTIONS,
     run_yaml=lambda _backend: ["- advanced_quantize:", "  - algorithm: AWQ", "    scheme: W4-A8_dynamic"],
-    function_module="np_optimizer.pipeline.steps.advanced_quantize", scheme_defaults=scheme_defaults,
+    scheme_defaults=scheme_defaults,
 ))

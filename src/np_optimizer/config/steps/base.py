@@ -41,7 +41,6 @@ class StepSpec:
     parse: Parser
     options: Section  # run.detail.yaml `<kind>[0]`
     run_yaml: Callable[[str], list[str]]  # backend name -> the lines `np experiments create` writes
-    function_module: str  # registers the function that runs it, with @register_step(config_type)
     scheme_defaults: Callable[[Any], dict[str, Any]] = lambda _config: {}  # option defaults that depend on the config
 
 

@@ -40,5 +40,5 @@ def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssu
 SPEC = register_step_spec(StepSpec(
     kind="graph_optimize", short="go", checkpoint="GRAPH_OPTIMIZE", abbreviation="GO", logger="GraphOptimizer",
     order=20, config_type=GraphOptimizeConfig, parse=parse, options=OPTIONS,
-    run_yaml=lambda _backend: ["- graph_optimize: null"], function_module="np_optimizer.pipeline.steps.graph_optimize",
+    run_yaml=lambda _backend: ["- graph_optimize: null"],
 ))

@@ -8,7 +8,7 @@ from typing import Any
 from np_optimizer.config import AdvancedQuantizeConfig
 from np_optimizer.errors import ModelError
 from np_optimizer.pipeline.context import StepContext, StepOutcome
-from np_optimizer.pipeline.steps import register_step
+from np_optimizer.pipeline.steps.base import register_step
 
 __all__ = ["advanced_quantize"]
 
@@ -52,7 +52,7 @@ def _calibration(ctx: StepContext, spec: Any, num_samples: int) -> tuple[list[An
     return inputs.samples, inputs.source, list(inputs.warnings)
 
 
-@register_step(AdvancedQuantizeConfig)
+@register_step("advanced_quantize")
 def advanced_quantize(ctx: StepContext, config: AdvancedQuantizeConfig) -> StepOutcome:
     import copy
 

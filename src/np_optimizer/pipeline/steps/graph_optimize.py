@@ -9,7 +9,7 @@ from typing import Any
 from np_optimizer.config import GraphOptimizeConfig
 from np_optimizer.config.checkpoints import INPUT_MODEL
 from np_optimizer.pipeline.context import StepContext, StepOutcome
-from np_optimizer.pipeline.steps import register_step
+from np_optimizer.pipeline.steps.base import register_step
 
 __all__ = ["graph_optimize"]
 
@@ -34,7 +34,7 @@ def _worst_error(reference: list[Any], outputs: list[Any]) -> tuple[float, float
 _MAX_ROUNDS = 3
 
 
-@register_step(GraphOptimizeConfig)
+@register_step("graph_optimize")
 def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcome:
     import torch
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config import GraphQuantizeConfig
 from np_optimizer.pipeline.context import StepContext, StepOutcome
-from np_optimizer.pipeline.steps import register_step
+from np_optimizer.pipeline.steps.base import register_step
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -36,7 +36,7 @@ def _integer_nodes(program: ExportedProgram) -> frozenset[str]:
     return frozenset(names)
 
 
-@register_step(GraphQuantizeConfig)
+@register_step("graph_quantize")
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
     from np_optimizer.layers.weights import float_weights, float_weights_warning
     from np_optimizer.quantize.aq.program import aq_layers

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from np_optimizer.profiler.measure.device_queue import DeviceLock, QueueStatus
+from np_optimizer.registry import Registry
 from np_optimizer.workspace.remote import RemoteDevice
 
 __all__ = ["Slot", "Queue", "register_queue", "registered_queues", "queue_for"]
@@ -46,12 +47,13 @@ class Queue:
     make: SlotFactory  # (device key, remote, expected seconds, label, on_status) -> Slot
 
 
-_QUEUES: dict[str, Queue] = {}
+# Asked in registration order: the first queue that applies to a device serves it (labgrid before local).
+_QUEUES: Registry[Queue] = Registry("device queue")
 
 
 def register_queue(name: str, applies: Callable[[RemoteDevice | None], bool]) -> Callable[[SlotFactory], SlotFactory]:
     def register(make: SlotFactory) -> SlotFactory:
-        _QUEUES[name] = Queue(name, applies, make)
+        _QUEUES.register(name, Queue(name, applies, make))
         return make
 
     return register
@@ -74,8 +76,8 @@ def _local(device: str, remote: RemoteDevice | None, expected_s: float, label: s
 
 
 def registered_queues() -> tuple[str, ...]:
-    return tuple(_QUEUES)
+    return _QUEUES.names()
 
 
 def queue_for(remote: RemoteDevice | None) -> Queue:
-    return next(q for q in _QUEUES.values() if q.applies(remote))
+    return next(q for q in _QUEUES.entries() if q.applies(remote))

@@ -1,5 +1,6 @@
 """The advanced-quantize algorithms and schemes, as data (no torch): read by validation, availability checks, the
-run.yaml writer, the docs and the tests; the algorithm code is loaded from `module` only when it runs.
+run.yaml writer, the docs and the tests; the algorithm code (one module each in this package, found by package
+discovery) is imported only when it runs.
 
 Adding an algorithm: one module with a function decorated `@register_algorithm("NAME")` (quantize/aq/registry.py),
 and one row here.
@@ -15,7 +16,6 @@ __all__ = ["AlgorithmSpec", "ALGORITHMS", "AQ_ALGORITHMS", "AQ_SCHEMES"]
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
-    module: str  # imported on first use; its @register_algorithm(name) function quantizes one Linear layer
     implementation: str  # where it comes from: torchao's code, or np's implementation of the published method
     torchao_files: tuple[str, ...]  # files of torchao 0.18 it imports (relative to the torchao package folder)
     needs_hessian: bool = False
@@ -24,18 +24,18 @@ class AlgorithmSpec:
 _PRIMITIVES = "quantization/quant_primitives.py"
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {a.name: a for a in (
-    AlgorithmSpec("RTN", "np_optimizer.quantize.aq.rtn", "torchao.quantization.quant_primitives "
+    AlgorithmSpec("RTN", "torchao.quantization.quant_primitives "
                   "(choose_qparams_affine, quantize_affine): round to nearest", (_PRIMITIVES,)),
-    AlgorithmSpec("AWQ", "np_optimizer.quantize.aq.awq", "torchao.prototype.awq AWQObserver (activation-aware scale "
+    AlgorithmSpec("AWQ", "torchao.prototype.awq AWQObserver (activation-aware scale "
                   "search) + np's implementation of AWQ's clip search (llm-awq auto_clip)",
                   (_PRIMITIVES, "prototype/awq/core.py")),
-    AlgorithmSpec("GPTQ", "np_optimizer.quantize.aq.gptq", "np's implementation of GPTQ (Frantar et al., 2023; "
+    AlgorithmSpec("GPTQ", "np's implementation of GPTQ (Frantar et al., 2023; "
                   "reference fasterquant, lazy batch updates, act order with static groups)", (_PRIMITIVES,),
                   needs_hessian=True),
-    AlgorithmSpec("SMOOTHQUANT", "np_optimizer.quantize.aq.smoothquant", "torchao.prototype.smoothquant "
+    AlgorithmSpec("SMOOTHQUANT", "torchao.prototype.smoothquant "
                   "SmoothQuantObserver (smoothing factor); weights then rounded with torchao's primitives",
                   (_PRIMITIVES, "prototype/smoothquant/core.py")),
-    AlgorithmSpec("AUTOROUND", "np_optimizer.quantize.aq.autoround", "np's implementation of AutoRound (SignSGD "
+    AlgorithmSpec("AUTOROUND", "np's implementation of AutoRound (SignSGD "
                   "over rounding offsets and clip ranges, layer-wise)", (_PRIMITIVES,)),
 )}
 

@@ -11,17 +11,16 @@ layer then computes `linear(x * smooth, W)`, so an algorithm that scales weight 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from np_optimizer.errors import UnsupportedError
 from np_optimizer.quantize.aq.calibrate import LinearStats
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
 from np_optimizer.quantize.aq.scheme import AQScheme, WeightQuant
+from np_optimizer.registry import Registry
 
 __all__ = ["AQParams", "LayerInput", "LayerQuant", "Algorithm", "register_algorithm", "get_algorithm"]
 
@@ -71,7 +70,9 @@ class Algorithm:
     needs_hessian: bool = False
 
 
-_FUNCTIONS: dict[str, Callable[[LayerInput], LayerQuant]] = {}
+# Found by package discovery (each algorithm module registers its function); unknown names fail with NP-AQ-422.
+_FUNCTIONS: Registry[Callable[[LayerInput], LayerQuant]] = Registry("advanced_quantize algorithm",
+                                                                    package="np_optimizer.quantize.aq", code="NP-AQ-422")
 
 
 def register_algorithm(name: str) -> Callable[[Callable[[LayerInput], LayerQuant]], Callable[[LayerInput], LayerQuant]]:
@@ -80,17 +81,13 @@ def register_algorithm(name: str) -> Callable[[Callable[[LayerInput], LayerQuant
         raise ValueError(f"advanced_quantize algorithm {name!r} has no row in quantize/aq/catalog.py")
 
     def register(function: Callable[[LayerInput], LayerQuant]) -> Callable[[LayerInput], LayerQuant]:
-        _FUNCTIONS[name] = function
-        return function
+        return _FUNCTIONS.register(name, function)
 
     return register
 
 
 def get_algorithm(name: str) -> Algorithm:
-    """The catalogue row `name` with its function (importing the row's module registers the function)."""
-    spec = ALGORITHMS.get(name)
-    if spec is None:
-        raise UnsupportedError(f"No advanced_quantize algorithm {name!r}.",
-                               hint=f"Algorithms: {', '.join(ALGORITHMS)}.", code="NP-AQ-422")
-    importlib.import_module(spec.module)
-    return Algorithm(name, _FUNCTIONS[name], spec.implementation, spec.needs_hessian)
+    """The catalogue row `name` with the function its module registered."""
+    function = _FUNCTIONS.get(name)
+    spec = ALGORITHMS[name]
+    return Algorithm(name, function, spec.implementation, spec.needs_hessian)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from np_optimizer.registry import Registry
 from np_optimizer.report.model import ExperimentReport
 
 __all__ = ["SectionContext", "Section", "html_section", "html_sections", "render_sections"]
@@ -37,26 +38,26 @@ class Section:
 
 
 SectionFunction = Callable[[SectionContext], Markup | None]
-_SECTIONS: dict[str, tuple[int, str, SectionFunction]] = {}
+_SECTIONS: Registry[tuple[int, str, SectionFunction]] = Registry("HTML section")
 
 
 def html_section(name: str, *, title: str, order: int = 50) -> Callable[[SectionFunction], SectionFunction]:
     def register(function: SectionFunction) -> SectionFunction:
-        _SECTIONS[name] = (order, title, function)
+        _SECTIONS.register(name, (order, title, function))
         return function
 
     return register
 
 
 def html_sections() -> tuple[str, ...]:
-    return tuple(name for name, _ in sorted(_SECTIONS.items(), key=lambda item: item[1][0]))
+    return tuple(sorted(_SECTIONS.names(), key=lambda name: _SECTIONS.get(name)[0]))
 
 
 def render_sections(context: SectionContext) -> list[Section]:
     """The registered sections that have something to show for this experiment, in order."""
     out = []
     for name in html_sections():
-        _order, title, function = _SECTIONS[name]
+        _order, title, function = _SECTIONS.get(name)
         html = function(context)
         if html is not None:
             out.append(Section(name, title, Markup(html)))

@@ -1,53 +1,25 @@
-"""Views of `np report`: one registered function per output format, printing a ReportRecord.
-
-    @report_view("plain")
-    def plain(record: ReportRecord) -> None: ...
-
-`np report` picks the view from its flags (--json, --plain, else the table); a new format (HTML, say) is one
-decorated function here or in a module imported below, and a flag in cmd_report.py.
-"""
+"""Renderers of `np report`'s ReportRecord: table, json, plain (stdout), html and junit (files); and the budget
+outcome printed after a checked report."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from np_optimizer.cli.render import heading, line, out, print_json, print_plain, print_table, warn
+from np_optimizer.cli.views.base import renderer
 from np_optimizer.errors import UsageError
 from np_optimizer.records import ReportRecord
 
-__all__ = ["report_view", "get_report_view", "report_views", "print_budget_outcome"]
-
-View = Callable[[ReportRecord], None]
-_VIEWS: dict[str, View] = {}
+__all__ = ["print_budget_outcome"]
 
 
-def report_view(name: str) -> Callable[[View], View]:
-    def register(function: View) -> View:
-        _VIEWS[name] = function
-        return function
-
-    return register
-
-
-def report_views() -> tuple[str, ...]:
-    return tuple(_VIEWS)
-
-
-def get_report_view(name: str) -> View:
-    view = _VIEWS.get(name)
-    if view is None:
-        raise UsageError(f"Unknown report format '{name}'.", hint=f"Formats: {', '.join(_VIEWS)}.", code="NP-RPT-400")
-    return view
-
-
-@report_view("json")
-def json_view(record: ReportRecord) -> None:
+@renderer("report", "json")
+def json_view(record: ReportRecord, _target: Path | None) -> None:
     print_json(record.data)
 
 
-@report_view("plain")
-def plain_view(record: ReportRecord) -> None:
+@renderer("report", "plain")
+def plain_view(record: ReportRecord, _target: Path | None) -> None:
     from np_optimizer.report.budget_table import budget_table, with_budget_column
     from np_optimizer.report.tables import header_rows, report_tables
 
@@ -60,8 +32,8 @@ def plain_view(record: ReportRecord) -> None:
         print_plain(table.plain_columns, table.plain_rows, section=table.section)
 
 
-@report_view("table")
-def table_view(record: ReportRecord) -> None:
+@renderer("report", "table")
+def table_view(record: ReportRecord, _target: Path | None) -> None:
     from np_optimizer.report.budget_table import with_budget_column
     from np_optimizer.report.tables import next_step, report_tables
 
@@ -99,8 +71,25 @@ def print_budget_outcome(record: ReportRecord, junit: Path | None, *, quiet: boo
         style = {"fail": "bold red", "pass": "bold green"}.get(verdict.status, "bold yellow")
         line((verdict.line, style))
     if junit is not None:
-        from np_optimizer.report.junit import write_junit
-
-        written = write_junit(junit, verdict, str(record.data.get("experiment", {}).get("name", "")))
+        written = junit_file(record, junit)
         if not quiet:
             out.print(f"JUnit XML: {written}", soft_wrap=True)
+
+
+@renderer("report", "html")
+def html_file(record: ReportRecord, target: Path | None) -> Path:
+    """One self-contained page (default report.html in the experiment or project folder)."""
+    from np_optimizer.api.report import write_html_report
+
+    return write_html_report(record, target)
+
+
+@renderer("report", "junit")
+def junit_file(record: ReportRecord, target: Path | None) -> Path:
+    """The checked budgets as JUnit XML (one test case per checkpoint and budget)."""
+    from np_optimizer.report.junit import write_junit
+
+    if record.budgets is None or target is None:
+        raise UsageError("JUnit output needs checked budgets and a file.", hint="np report --check --junit FILE.",
+                         code="NP-RPT-400")
+    return write_junit(target, record.budgets, str(record.data.get("experiment", {}).get("name", "")))

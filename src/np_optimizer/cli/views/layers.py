@@ -3,13 +3,14 @@ table, --json or --plain. Text from files (module paths, class names) is printed
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from np_optimizer.api.layers import CompareRecord, LayersRecord
 from np_optimizer.cli.render import line, out, print_json, print_plain, print_table, warn
+from np_optimizer.cli.views.base import renderer
 from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
-from np_optimizer.records import to_dict
+from np_optimizer.records import CompareRecord, LayersRecord, to_dict
 
 __all__ = ["show_layers", "show_compare"]
 
@@ -177,3 +178,33 @@ def show_compare(record: CompareRecord, mode: str) -> None:
             line(f"{diff['base']} -> {diff['other']}: no per-layer costs or SNR to compare and no layer moved.")
     for text in record.warnings:
         warn(text)
+
+
+@renderer("layers", "table")
+def layers_table(record: LayersRecord, _target: Path | None) -> None:
+    show_layers(record, "table")
+
+
+@renderer("layers", "json")
+def layers_json(record: LayersRecord, _target: Path | None) -> None:
+    show_layers(record, "json")
+
+
+@renderer("layers", "plain")
+def layers_plain(record: LayersRecord, _target: Path | None) -> None:
+    show_layers(record, "plain")
+
+
+@renderer("compare", "table")
+def compare_table(record: CompareRecord, _target: Path | None) -> None:
+    show_compare(record, "table")
+
+
+@renderer("compare", "json")
+def compare_json(record: CompareRecord, _target: Path | None) -> None:
+    show_compare(record, "json")
+
+
+@renderer("compare", "plain")
+def compare_plain(record: CompareRecord, _target: Path | None) -> None:
+    show_compare(record, "plain")
