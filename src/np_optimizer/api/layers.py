@@ -12,6 +12,7 @@ from np_optimizer.layers.coverage import BOUNDARY_OPS
 from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
+from np_optimizer.profiler.methods.base import METHODS
 from np_optimizer.records.report import CompareRecord, LayersRecord
 from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace import resolve_experiment
@@ -81,11 +82,10 @@ def _no_costs_reason(row: PipelineRow) -> str:
     result = row.profile or {}
     if not result:
         return "not profiled (np profile CHECKPOINT)"
-    if result.get("method") == "on-device":
-        return ("a measured round times the whole model; per-op times need an ExecuTorch runtime built with the "
-                "event tracer (ETDump), which this one lacks")
-    if result.get("method") == "mlia" and result.get("backend") != "ethos-u":
-        return f"MLIA has no per-layer estimate for {result.get('device')}'s CPU (np counts MACs there, not cycles)"
+    method = METHODS.find(str(result.get("method")))
+    reason = method.no_layer_costs(result) if method is not None else None
+    if reason:
+        return reason
     return f"its {result.get('method')} round has no per-layer file (made by an older np? `np profile CHECKPOINT --force`)"
 
 

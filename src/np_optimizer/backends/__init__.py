@@ -26,7 +26,7 @@ from np_optimizer.backends.base import (
     register_backend,
 )
 
-__all__ = ["KeepFloat", "QuantizerBuilder", "Lowering", "Describe", "CompileOptions", "Scheme", "Backend",
+__all__ = ["BACKENDS", "KeepFloat", "QuantizerBuilder", "Lowering", "Describe", "CompileOptions", "Scheme", "Backend",
            "register_backend", "get_backend", "backends", "all_scheme_names"]
 
 

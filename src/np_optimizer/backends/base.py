@@ -59,6 +59,9 @@ class Backend:
     executorch_config: Callable[[], Any] | None = None  # the ExecutorchBackendConfig of to_executorch (None: default)
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # What views need to know, so that no view tests a backend by name:
+    delegated_column: str | None = None  # the pipeline table's column of delegated / total ops (None: not shown)
+    layer_costs: bool = False  # its estimates carry a cost per layer (Vela's cycles); else layers rank by MACs
 
     @property
     def scheme_names(self) -> tuple[str, ...]:

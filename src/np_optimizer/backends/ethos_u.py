@@ -214,6 +214,7 @@ ETHOS_U = register_backend(Backend(
     runs_on_host=False,
     mlia_estimable=True,
     advanced_quantize=False,
+    layer_costs=True,
     tool_versions=("executorch", "torch", "ethos-u-vela", "mlia"),  # MLIA's target profile sets the Vela config
     compile_options=ethos_u_compile_options,
     notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",

@@ -81,5 +81,6 @@ XNNPACK = register_backend(Backend(
     runs_on_host=True,
     mlia_estimable=False,
     advanced_quantize=True,
+    delegated_column="Delegated (XNNPACK)",
     compile_options=xnnpack_compile_options,
 ))

@@ -6,7 +6,7 @@ A test regenerates it and fails when the committed file differs, so the docs nev
 from __future__ import annotations
 
 from np_optimizer.backends import backends
-from np_optimizer.devices import DEVICES
+from np_optimizer.devices import DEVICES, default_method
 from np_optimizer.metrics import HEADLINE as HEADLINE_METRICS
 
 __all__ = ["render_compatibility"]
@@ -24,8 +24,8 @@ def render_compatibility() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for d in DEVICES:
-        default = "on-device" if d.local else ("mlia (on-device when devices.yaml gives SSH)"
-                                               if d.method("on-device") else "mlia")
+        plain, with_ssh = default_method(d), default_method(d, remote_configured=True)
+        default = plain if plain == with_ssh else f"{plain} ({with_ssh} when devices.yaml gives SSH)"
         lines.append(f"| `{d.name}` | {d.display_name} | {d.runtime} | {d.backend} | {d.chipset} | "
                      f"{d.mlia_target or '-'} | {default} |")
     metric_names = [str(m) for m in HEADLINE_METRICS]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from np_optimizer.compile import compile_dir
+from np_optimizer.config.steps import calibration_samples
 from np_optimizer.devices import Device
 from np_optimizer.errors import ConfigError, error_record
 from np_optimizer.evaluate.inputs import EvalInputs, labelled_inputs, num_classes, project_dataset, unlabelled_inputs
@@ -45,7 +46,7 @@ def build_inputs(*, project: Project, config: ExperimentConfig | None, input_ref
     else:
         globals_ = config.detail.globals if config else {"evaluation": {"num_samples": 8}, "seed": 0}
         steps = config.detail.steps if config else {}
-        skip = int(steps.get("graph_quantize", {}).get("calibration", {}).get("num_samples", 0))
+        skip = calibration_samples(steps)
         calibration = project.info.get("calibration_dataset")
         inputs = unlabelled_inputs(project.root / calibration if calibration else None, example,
                                    int(globals_["evaluation"]["num_samples"]), int(globals_["seed"]), skip)

@@ -28,7 +28,7 @@ def _estimator(results: Sequence[ProfileResult]) -> str:
     if estimated is None:
         return ""
     p = estimated.provenance
-    if p.get("tool") == "mlia":
+    if "target_profile" in p and "core_clock_hz" in p:  # an estimate for a target profile (MLIA's)
         return f" ({p['tool']} {p['tool_version']} / {p['target_profile']}, {p['core_clock_hz'] / 1e6:g}MHz)"
     return f" ({p.get('tool')} {p.get('tool_version')})"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.backends import BACKENDS
 from np_optimizer.devices import DEVICES
 from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
@@ -52,7 +53,8 @@ def next_step(record: ReportRecord) -> str | None:
     (an NPU's figures come from MLIA)."""
     if record.scope != "experiment":
         return None
-    on_cpu = (record.data.get("experiment") or {}).get("backend") == "xnnpack"
+    backend = BACKENDS.find(str((record.data.get("experiment") or {}).get("backend")))
+    on_cpu = backend is not None and backend.runs_on_host
     return "Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else "")
 
 
@@ -124,7 +126,8 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     device_name = experiment.get("device", "")
     shown = [c for c in _COLUMNS if c[1] in _expected(report) or any(r.value(c[1]) is not None for r in report.rows)]
     lowered = any(r.value("PTE_SIZE") for r in report.rows)
-    xnnpack = experiment.get("backend") == "xnnpack"
+    backend = BACKENDS.find(str(experiment.get("backend")))
+    delegated_column = backend.delegated_column if backend is not None else None
     methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows
                if r.profile and r.profile.get("status") == "SUCCESS"}
     show_method = len(methods) > 1
@@ -133,8 +136,8 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     if lowered:
         columns.append("PTE Size(MB)")
         plain_columns.append("pte_size_bytes")
-        if xnnpack:
-            columns.append("Delegated (XNNPACK)")
+        if delegated_column:
+            columns.append(delegated_column)
             plain_columns += ["delegated_ops", "total_ops"]
     covered = any(((r.profile or {}).get("extras") or {}).get("coverage") for r in report.rows)
     if covered:
@@ -177,7 +180,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
                 line.append("n/a" if unsupported else (NOT_FINISHED if not row.finished else NO_VALUE))
                 used.add("lowering" if unsupported else (NOT_FINISHED if not row.finished else NO_VALUE))
             plain_line.append(size or "")
-            if xnnpack:
+            if delegated_column:
                 delegated, total = row.value("DELEGATED_OPS"), row.value("TOTAL_OPS")
                 line.append(f"{delegated}/{total}" if total else NO_VALUE)
                 plain_line += [delegated if total else "", total or ""]

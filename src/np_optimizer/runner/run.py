@@ -15,7 +15,7 @@ from typing import Any
 
 from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
-from np_optimizer.config.steps import step_spec
+from np_optimizer.config.steps import calibration_samples, step_spec
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
@@ -46,7 +46,7 @@ def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
     if not run.example_inputs:
         run.example_inputs = load_inputs(ref.path.parent / "example_inputs.pt")[0]
     globals_ = run.config.detail.globals
-    num_calibration = int(run.config.detail.steps.get("graph_quantize", {}).get("calibration", {}).get("num_samples", 0))
+    num_calibration = calibration_samples(run.config.detail.steps)
     run.evaluation = evaluation_inputs(run.calibration_dir, run.example_inputs,
                                        int(globals_["evaluation"]["num_samples"]), int(globals_["seed"]),
                                        skip=num_calibration)
@@ -71,7 +71,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     from np_optimizer.workspace.remote import remote_configured
 
     plan = build_plan(config, device, method=profile_method, remote_configured=remote_configured(experiment, device.name))
-    if device.local and any(p.method == "on-device" for p in plan.profile or ()):
+    if device.local and any(p.result_kind == "measured" for p in plan.profile or ()):
         from np_optimizer.profiler.measure.local import prewarm_local_measuring
 
         prewarm_local_measuring()  # its imports overlap the steps (about 1 s less before the first measurement)

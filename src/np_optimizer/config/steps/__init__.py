@@ -13,14 +13,21 @@ is one module here (found by package discovery) plus its function module in pipe
 
 from __future__ import annotations
 
+from typing import Any
+
 from np_optimizer.config.steps.base import STEP_SPECS, StepConfig, StepSpec, register_step_spec
 
-__all__ = ["StepConfig", "StepSpec", "register_step_spec", "step_specs", "step_spec"]
+__all__ = ["StepConfig", "StepSpec", "register_step_spec", "step_specs", "step_spec", "calibration_samples"]
 
 
 def step_specs() -> tuple[StepSpec, ...]:
     """Every registered step, in pipeline order."""
     return tuple(sorted(STEP_SPECS.entries(), key=lambda s: s.order))
+
+
+def calibration_samples(detail_steps: dict[str, Any]) -> int:
+    """How many calibration samples the steps of run.detail.yaml use (the evaluation inputs come after them)."""
+    return max((s.calibration_samples(detail_steps.get(s.kind) or {}) for s in step_specs()), default=0)
 
 
 def step_spec(kind: str) -> StepSpec:

@@ -42,6 +42,8 @@ class StepSpec:
     options: Section  # run.detail.yaml `<kind>[0]`
     run_yaml: Callable[[str], list[str]]  # backend name -> the lines `np experiments create` writes
     scheme_defaults: Callable[[Any], dict[str, Any]] = lambda _config: {}  # option defaults that depend on the config
+    # run.detail.yaml section -> how many samples of the calibration data the step uses (the evaluation skips them)
+    calibration_samples: Callable[[dict[str, Any]], int] = lambda _section: 0
 
 
 STEP_SPECS: Registry[StepSpec] = Registry("step", package="np_optimizer.config.steps")

@@ -80,4 +80,5 @@ def _run_yaml(backend: str) -> list[str]:
 SPEC = register_step_spec(StepSpec(
     kind="graph_quantize", short="gq", checkpoint="GRAPH_QUANTIZE", abbreviation="GQ", logger="GraphQuantizer",
     order=30, config_type=GraphQuantizeConfig, parse=parse, options=OPTIONS, run_yaml=_run_yaml,
+    calibration_samples=lambda section: int(section.get("calibration", {}).get("num_samples", 0)),
 ))

@@ -12,6 +12,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from np_optimizer.backends import BACKENDS
 from np_optimizer.errors import EstimateError, UnsupportedError
 from np_optimizer.files import write_text
 from np_optimizer.formats import mib
@@ -206,7 +207,14 @@ def _with_layers(request: ProfileRequest, estimates: list[dict[str, Any]], metri
     return metrics, coverage, write_layers(request.work_dir, document)
 
 
-@register_method("mlia", cacheable=True)
+def _no_layer_costs(result: dict[str, Any]) -> str | None:
+    backend = BACKENDS.find(str(result.get("backend")))
+    if backend is not None and backend.layer_costs:
+        return None
+    return f"MLIA has no per-layer estimate for {result.get('device')}'s CPU (np counts MACs there, not cycles)"
+
+
+@register_method("mlia", cacheable=True, no_layer_costs=_no_layer_costs)
 def profile_mlia(request: ProfileRequest) -> MethodOutput:
     """MLIA's estimate where the backend has an MLIA target, else the static counts; failures raise np errors
     (UnsupportedError when there is no NPU program, EstimateError when MLIA or Vela fail)."""

@@ -261,7 +261,12 @@ def _write_raw(request: ProfileRequest, doc: dict[str, Any] | None) -> dict[str,
     return {"raw": RAW_FILE}
 
 
-@register_method("on-device", cacheable=False)
+def _no_layer_costs(_result: dict[str, Any]) -> str:
+    return ("a measured round times the whole model; per-op times need an ExecuTorch runtime built with the "
+            "event tracer (ETDump), which this one lacks")
+
+
+@register_method("on-device", cacheable=False, no_layer_costs=_no_layer_costs)
 def profile(request: ProfileRequest) -> MethodOutput:
     """Measure the compiled .pte on the request's device (host or SSH); a failure raises one clear np error."""
     _precheck(request)
