@@ -39,6 +39,10 @@ def register(app: typer.Typer) -> None:
                                                        "shown: ms, MB (MiB), dB.")] = None,
         json_mode: JsonOpt = False,
         plain: PlainOpt = False,
+        output_format: Annotated[Optional[str], typer.Option("--format", help="Any registered format of the "
+                                                   "report (table, json, plain, or one a module of "
+                                                   "np_optimizer/cli/views adds); --json and --plain are its "
+                                                   "short forms.")] = None,
         layers: Annotated[bool, typer.Option("--layers", help="The costliest layers of CHECKPOINT (default: the "
                                              "last profiled), by module path.")] = False,
         top: Annotated[int, typer.Option("--top", help="With --layers: how many layers.")] = 10,
@@ -82,8 +86,9 @@ def register(app: typer.Typer) -> None:
             print_budget_outcome(record, junit)
             out.print(f"HTML report: {written}", soft_wrap=True)
             return record.exit_code
-        render("report", "json" if json_mode else "plain" if plain else "table", record)
-        if not json_mode and not plain:
+        chosen = output_format or ("json" if json_mode else "plain" if plain else "table")
+        render("report", chosen, record)
+        if chosen == "table":
             print_budget_outcome(record, junit)
         elif junit is not None:
             print_budget_outcome(record, junit, quiet=True)
