@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import yaml
@@ -17,9 +18,9 @@ __all__ = ["STEP_COMBINATIONS", "parse_steps_option", "render_run_yaml", "render
 
 
 def _combinations() -> tuple[str, ...]:
-    """What --steps accepts: every step from one onward to the last (go,gq; aq,go,gq), or one step alone."""
+    """What --steps accepts: any of the steps, each at most once, in pipeline order (aq | go | gq | ... | aq,go,gq)."""
     shorts = [s.short for s in step_specs()]
-    return (*(",".join(shorts[i:]) for i in reversed(range(len(shorts) - 1))), *shorts)
+    return tuple(",".join(c) for n in range(1, len(shorts) + 1) for c in itertools.combinations(shorts, n))
 
 
 STEP_COMBINATIONS = _combinations()
@@ -29,7 +30,7 @@ _CHECKPOINT_COMMENTS = {"INPUT_MODEL": "original model before optimization",
 
 
 def parse_steps_option(steps: str) -> list[str]:
-    """`go,gq` -> ['graph_optimize', 'graph_quantize']; only the documented combinations are accepted."""
+    """`go,gq` -> ['graph_optimize', 'graph_quantize']; steps in pipeline order, each at most once."""
     short = ",".join(s.strip().lower() for s in steps.split(",") if s.strip())
     if short not in STEP_COMBINATIONS:
         raise UsageError(f"Unsupported --steps '{steps}'.", hint=f"Use one of: {' | '.join(STEP_COMBINATIONS)}.",
