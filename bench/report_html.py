@@ -23,6 +23,7 @@ from _common import np_command, spread, timed, workspace  # noqa: E402
 def main() -> int:
     from np_optimizer import api
     from np_optimizer.report.html import render_html
+    from np_optimizer.report.pages import experiment_pages
 
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     reuse = Path(sys.argv[2]).resolve() if len(sys.argv) > 2 else None
@@ -46,7 +47,7 @@ def main() -> int:
         renders = []
         for _ in range(rounds):
             start = time.perf_counter()
-            html = render_html(record)
+            html = render_html(record, experiment_pages(record))
             renders.append(time.perf_counter() - start)
         size = (exp / "report.html").stat().st_size
         verdict = "ok" if statistics.median(process) <= 1.0 and size < 300_000 else "OVER TARGET"

@@ -95,14 +95,14 @@ def test_measured_values_win_and_other_devices_do_not_count() -> None:
                Budget("snr_db_min", 40.0, "run.yaml")]
     only_estimate = check_budgets(build_experiment_report(_report([], inline)), budgets)
     latency, size, snr = only_estimate.outcomes
-    assert (latency.status, latency.kind, latency.value) == ("pass", "estimated", 5.0)
+    assert (latency.status, latency.value_kind, latency.value) == ("pass", "estimated", 5.0)
     assert (size.status, size.value) == ("fail", 3.0) and (snr.status, snr.value) == ("pass", 41.0)
     assert only_estimate.status == "fail" and "01_graph_quantize pte_size_mb 3.00 MB vs <= 2.00" in only_estimate.line
     measured = [_round("measured", 12.0, started="2026-12-03T11:00:00"), _round("measured", 9.0),
                 _round("measured", 1.0, device="host")]  # the newest on alif_e8 counts; host is another device
     verdict = check_budgets(build_experiment_report(_report(measured, inline)), budgets[:1])
     (outcome,) = verdict.outcomes
-    assert (outcome.status, outcome.kind, outcome.value) == ("fail", "measured", 12.0)
+    assert (outcome.status, outcome.value_kind, outcome.value) == ("fail", "measured", 12.0)
     nothing = check_budgets(build_experiment_report(_report([_round("measured", 1.0, device="host")], None)),
                             budgets[:1])
     (outcome,) = nothing.outcomes
@@ -111,7 +111,7 @@ def test_measured_values_win_and_other_devices_do_not_count() -> None:
 
 
 def test_html_escapes_text_and_marks_the_pareto_front() -> None:
-    from np_optimizer.records import ReportRecord
+    from np_optimizer.records import ExperimentPage, ReportRecord
     from np_optimizer.report.html import render_html
     from np_optimizer.report.html.charts import Point, pareto_front
     from np_optimizer.report.model import build_experiment_report
@@ -123,7 +123,8 @@ def test_html_escapes_text_and_marks_the_pareto_front() -> None:
     data["experiment"]["name"] = "<script>alert(1)</script>"
     built = build_experiment_report(data)
     built.warnings.append("a warning with <img src=x onerror=alert(1)> & [bold]markup[/bold]")
-    html = render_html(ReportRecord("experiment", {}, experiment=built, rows=tuple(built.rows), folder="/nowhere"))
+    record = ReportRecord("experiment", {}, experiment=built, rows=tuple(built.rows), folder="/nowhere")
+    html = render_html(record, [ExperimentPage("<script>alert(1)</script>", built)])
     assert "<script" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "[bold]markup[/bold]" in html
 
@@ -148,6 +149,6 @@ def test_accuracy_floors(tmp_path: Path) -> None:
             {"metric_type": "TOP5_ACCURACY", "value": 1.0, "unit": "fraction", "source": "the .pte on this machine"}]}]}
     verdict = check_budgets(build_experiment_report(report), budgets)
     top1, top5 = verdict.outcomes
-    assert (top1.status, top1.value, top1.kind) == ("fail", 0.94, "evaluated") and "360 samples of digits_val" in \
+    assert (top1.status, top1.value, top1.value_kind) == ("fail", 0.94, "evaluated") and "360 samples of digits_val" in \
         top1.source
     assert (top5.status, top5.value) == ("pass", 1.0) and verdict.status == "fail"

@@ -123,6 +123,7 @@ def write_html_report(record: ReportRecord, file: Path | None = None) -> Path:
     or project folder); returns its path. A folder in the way or a missing parent folder is NP-CFG-400."""
     from np_optimizer.files import write_text
     from np_optimizer.report.html import render_html
+    from np_optimizer.report.pages import experiment_pages
 
     target = Path(file) if file is not None else Path(record.folder) / "report.html"
     if target.is_dir():
@@ -131,5 +132,5 @@ def write_html_report(record: ReportRecord, file: Path | None = None) -> Path:
     if not target.parent.is_dir():
         raise ConfigError(f"Cannot write {target}: the folder {target.parent} does not exist.",
                           hint="Create the folder first, or give a path in an existing one.", code="NP-CFG-400")
-    write_text(target, render_html(record))
+    write_text(target, render_html(record, experiment_pages(record)))
     return target.resolve()

@@ -34,6 +34,7 @@ from np_optimizer.records.report import (
     BudgetOutcome,
     BudgetVerdict,
     CompareRecord,
+    ExperimentPage,
     ExperimentReport,
     LayersRecord,
     Pick,
@@ -99,4 +100,5 @@ __all__ = [
     "FarmView",
     "LayerKey",
     "DeviceRecord",
+    "ExperimentPage",
 ]

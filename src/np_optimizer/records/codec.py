@@ -4,7 +4,8 @@ records, tuples and lists of records and paths rebuilt from the field types; unk
 A record says how its JSON differs from its fields, declaratively, instead of writing its own to_dict:
 - `field(metadata=json_name("budget"))`: the field's JSON key;
 - `field(metadata=NOT_WRITTEN)`: a field the JSON leaves out (kept in memory only);
-- `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody).
+- `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody);
+- `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _plain(value: Any) -> Any:
                 out[key] = _plain(getattr(value, f.name))
         for key, attribute in getattr(value, "__json_computed__", {}).items():
             out[key] = _plain(getattr(value, attribute))
-        return out
+        order = getattr(value, "__json_order__", ())
+        return {**{k: out[k] for k in order if k in out}, **out} if order else out
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, dict):

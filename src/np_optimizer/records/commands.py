@@ -161,6 +161,7 @@ class ProfileRound:
     No schema_version: `np profile --json` prints `to_dict()` of it, whose shape is pinned."""
 
     __json_computed__: ClassVar[dict[str, str]] = {"reused": "reused"}
+    __json_order__: ClassVar[tuple[str, ...]] = ("experiment", "device", "method", "reused", "results")
 
     experiment: str
     device: str

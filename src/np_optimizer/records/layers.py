@@ -17,6 +17,7 @@ class LayerKey:
     """`module` is the dotted path in `named_modules()` ("" is the model itself); `cls` the class's short name."""
 
     __json_computed__: ClassVar[dict[str, str]] = {"key": "label"}
+    __json_order__: ClassVar[tuple[str, ...]] = ("key", "module", "class", "family")
 
     module: str
     cls: str = field(metadata=json_name("class"))

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
 
-__all__ = ["Table", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord", "CompareRecord", "FINISHED", "PASS", "FAIL",
+__all__ = ["Table", "ExperimentPage", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord", "CompareRecord", "FINISHED", "PASS", "FAIL",
            "NOT_CHECKED"]
 
 FINISHED = {"success", "reused", "failed", "canceled"}
@@ -136,6 +136,8 @@ class BudgetOutcome:
 class BudgetVerdict:
     __json_computed__: ClassVar[dict[str, str]] = {"status": "status", "verdict": "line", "passed": "passed",
                                                     "failed": "failed", "not_checked": "not_checked"}
+    __json_order__: ClassVar[tuple[str, ...]] = ("status", "verdict", "checkpoints", "check_all", "passed", "failed",
+                                                 "not_checked", "outcomes")
 
     outcomes: tuple[BudgetOutcome, ...]
     checkpoints: tuple[str, ...]
@@ -225,6 +227,11 @@ class ReportRecord:
 
 @dataclass(frozen=True)
 class LayersRecord:
+    """`np report --layers`: the costliest layers of one checkpoint's round, by module path."""
+
+    __json_order__: ClassVar[tuple[str, ...]] = ("experiment", "checkpoint", "device", "method", "result_kind", "cost",
+                                                 "coverage", "layers", "layer_count", "file", "snr", "warnings")
+
     experiment: str
     checkpoint: str
     device: str
@@ -261,3 +268,18 @@ class Table:
     caption: str = ""
     footnotes: list[str] = field(default_factory=list)
     section: str = ""  # the --plain section name: pipeline, posthoc_profile:<checkpoint>, experiments
+
+
+@dataclass(frozen=True)
+class ExperimentPage:
+    """What the HTML page shows of one experiment, read from its folder before rendering (the renderer reads no
+    file): its report, the budgets verdict (of --check, else of run.yaml's budgets: section, shown not enforced) and
+    the raw latency samples of its measured rounds, by the artifact path each round recorded."""
+
+    name: str
+    report: ExperimentReport
+    verdict: BudgetVerdict | None = None
+    checked: bool = False  # the verdict is --check's (enforced), not run.yaml's shown one
+    budget_warning: str | None = None  # why run.yaml's budgets could not be shown
+    budgets: tuple[tuple[str, float, str], ...] = ()  # (key, limit, origin) of each budget, for the charts' lines
+    samples: dict[str, list[float]] = field(default_factory=dict)

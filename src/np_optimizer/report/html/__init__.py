@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from np_optimizer.report.html.context import ExperimentView, experiment_view
+from np_optimizer.records import ExperimentPage
+from np_optimizer.report.html.context import experiment_view
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -60,33 +61,16 @@ def _environment() -> Environment:
     return env
 
 
-def _project_views(record: ReportRecord) -> list[ExperimentView]:
-    from np_optimizer.errors import NpError
-    from np_optimizer.report.model import build_experiment_report
-    from np_optimizer.workspace.layout import Project
-    from np_optimizer.workspace.store import ExperimentStore
-
-    views: list[ExperimentView] = []
-    for exp in Project(Path(record.folder)).experiments():
-        try:
-            built = build_experiment_report(ExperimentStore(exp).read_report())
-        except NpError:  # the project table says "unreadable"; the page goes on with the others
-            continue
-        built.experiment.setdefault("name", exp.name)
-        views.append(experiment_view(built, exp.root, prefix=f"e{len(views) + 1}"))
-    return views
-
-
-def render_html(record: ReportRecord) -> str:
-    """The page of an experiment record, or of a project record (one section per experiment)."""
+def render_html(record: ReportRecord, pages: list[ExperimentPage]) -> str:
+    """The page of an experiment record, or of a project record (one section per experiment page), from records
+    only (np_optimizer.report.pages reads what the pages need from the folders)."""
     from np_optimizer.report.tables import report_tables
 
+    views = [experiment_view(page, prefix=f"e{index + 1}") for index, page in enumerate(pages)]
     if record.experiment is not None:
-        views = [experiment_view(record.experiment, Path(record.folder), record.budgets)]
         title = f"np report: {views[0].name}"
         project_table = None
     else:
-        views = _project_views(record)
         title = f"np report: project {record.project.name if record.project else ''}"
         project_table = report_tables(record)[0]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -5,17 +5,16 @@ warnings, the glossary and the budgets. Reads files only (no torch)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
 from np_optimizer.config.budgets import BUDGET_METRICS, Budget
-from np_optimizer.errors import NpError
 from np_optimizer.formats import fmt_metric, is_finite
 from np_optimizer.metrics import SHOWN
+from np_optimizer.records import ExperimentPage
 from np_optimizer.records.report import Table
-from np_optimizer.report.budgets import BudgetVerdict, check_budgets
+from np_optimizer.report.budgets import BudgetVerdict
 from np_optimizer.report.html.charts import Bar, BudgetLine, Series, bar_chart
 from np_optimizer.report.html.sections import Section, SectionContext, render_sections
 from np_optimizer.report.model import ExperimentReport, PipelineRow
@@ -245,30 +244,20 @@ def _glossary(report: ExperimentReport, columns: list[tuple[str, str, str]]) -> 
             for t in sorted(how)]
 
 
-def _budgets(report: ExperimentReport, folder: Path, verdict: BudgetVerdict | None,
-             warnings: list[str]) -> tuple[BudgetVerdict | None, dict[str, Budget]]:
-    """The verdict of --check, or (shown, not enforced) the one of run.yaml's budgets: section."""
-    if verdict is not None:
-        keys = {o.budget: Budget(o.budget, o.limit, o.origin) for o in verdict.outcomes}
-        return verdict, keys
-    from np_optimizer.config.budgets import load_budgets
-
-    try:
-        budgets = load_budgets(folder / "run.yaml")
-    except NpError as error:
-        warnings.append(f"run.yaml's budgets: are not shown: {error.message}")
-        return None, {}
-    if not budgets:
-        return None, {}
-    return check_budgets(report, budgets), {b.key: b for b in budgets if b.key in BUDGET_METRICS}
+def _budgets(page: ExperimentPage, warnings: list[str]) -> dict[str, Budget]:
+    """The budgets the charts draw a line for (--check's, else run.yaml's, shown not enforced)."""
+    if page.budget_warning:
+        warnings.append(page.budget_warning)
+    return {key: Budget(key, limit, origin) for key, limit, origin in page.budgets if key in BUDGET_METRICS}
 
 
-def experiment_view(report: ExperimentReport, folder: Path, verdict: BudgetVerdict | None = None,
-                    prefix: str = "e1") -> ExperimentView:
+def experiment_view(page: ExperimentPage, prefix: str = "e1") -> ExperimentView:
     """What one experiment's section shows; `prefix` keeps SVG ids unique when a project page holds several."""
+    report = page.report
     experiment = report.experiment
     warnings = list(report.warnings)
-    shown_verdict, budgets = _budgets(report, folder, verdict, warnings)
+    shown_verdict = page.verdict
+    budgets = _budgets(page, warnings)
     columns = _columns(report)
     base = next((r for r in report.rows if r.checkpoint == "INPUT_MODEL"), None)
     steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
@@ -291,12 +280,12 @@ def experiment_view(report: ExperimentReport, folder: Path, verdict: BudgetVerdi
     from np_optimizer.report.html.figures import measured_spread, tradeoff_scatter
 
     scatter, scatter_caption = tradeoff_scatter(report, prefix)
-    boxes, box_notes = measured_spread(report, folder, prefix)
+    boxes, box_notes = measured_spread(page, prefix)
     return ExperimentView(
-        name=str(experiment.get("name", folder.name)), status=str(experiment.get("status", "")),
+        name=page.name, status=str(experiment.get("status", "")),
         device=str(experiment.get("device", "")), runtime=str(experiment.get("runtime", "")),
         backend=str(experiment.get("backend", "")), versions=_versions(report), columns=columns, rows=rows,
         charts=_charts(report, budgets, prefix), scatter=scatter, scatter_caption=scatter_caption, boxes=boxes,
         box_notes=box_notes, post_hoc=post_hoc_tables(report.post_hoc), warnings=warnings,
         notices=list(report.notices), glossary=_glossary(report, columns), budgets=shown_verdict,
-        budgets_checked=verdict is not None, sections=render_sections(SectionContext(report, folder)))
+        budgets_checked=page.checked, sections=render_sections(SectionContext(page)))

@@ -4,16 +4,15 @@ folders). Reads files only (no torch)."""
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
 from np_optimizer.formats import fmt_metric, fmt_number, is_finite
 from np_optimizer.metrics import SHOWN
+from np_optimizer.records import ExperimentPage
 from np_optimizer.report.budgets import Pick, pick_value
 from np_optimizer.report.html.charts import Box, Point, box_chart, scatter_chart
 from np_optimizer.report.model import ExperimentReport, PipelineRow
@@ -65,16 +64,11 @@ def tradeoff_scatter(report: ExperimentReport, prefix: str = "e1") -> tuple[Mark
     return None, "No checkpoint has both an SNR and a latency or .pte size yet."
 
 
-def _samples(folder: Path, result: dict[str, Any]) -> tuple[list[float], str]:
+def _samples(page: ExperimentPage, result: dict[str, Any]) -> tuple[list[float], str]:
     raw = (result.get("artifacts") or {}).get("raw")
-    if raw:
-        try:
-            data = json.loads((folder / raw).read_text())
-            samples = [float(x) for x in data.get("samples_ms") or []]
-            if samples:
-                return samples, f"{len(samples)} raw samples from {raw}"
-        except (OSError, ValueError, TypeError, AttributeError):
-            pass
+    samples = page.samples.get(str(raw)) if raw else None
+    if samples:
+        return samples, f"{len(samples)} raw samples from {raw}"
     return [], f"raw samples missing ({raw or 'no file recorded'}); the stored summary is drawn"
 
 
@@ -89,7 +83,8 @@ def _box(label: str, samples: list[float], summary: dict[str, Any]) -> Box | Non
     return None
 
 
-def measured_spread(report: ExperimentReport, folder: Path, prefix: str = "e1") -> tuple[Markup | None, list[str]]:
+def measured_spread(page: ExperimentPage, prefix: str = "e1") -> tuple[Markup | None, list[str]]:
+    report = page.report
     rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
               and r.profile.get("result_kind") == "measured"]
     rounds += [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
@@ -97,7 +92,7 @@ def measured_spread(report: ExperimentReport, folder: Path, prefix: str = "e1") 
     for result in rounds:
         label = f"{str(result.get('checkpoint', '')).lower()} · {result.get('device')} · " \
                 f"{str(result.get('started_at', ''))[:16].replace('T', ' ')}"
-        samples, note = _samples(folder, result)
+        samples, note = _samples(page, result)
         box = _box(label, samples, (result.get("extras") or {}).get("latency_ms") or {})
         if box is not None:
             boxes.append(box)

@@ -14,20 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from markupsafe import Markup
 
+from np_optimizer.records import ExperimentPage
 from np_optimizer.registry import Registry
-from np_optimizer.report.model import ExperimentReport
 
 __all__ = ["SectionContext", "Section", "html_section", "html_sections", "render_sections"]
 
 
 @dataclass(frozen=True)
 class SectionContext:
-    report: ExperimentReport
-    folder: Path  # the experiment folder (job folders, artifacts)
+    page: ExperimentPage  # what was read of the experiment for the page (a section reads no file)
 
 
 @dataclass(frozen=True)

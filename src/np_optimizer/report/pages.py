@@ -1,0 +1,65 @@
+"""What the HTML page needs from the experiment folders, read into ExperimentPage records before rendering: each
+experiment's report, its budgets verdict (--check's, else run.yaml's budgets: section, shown not enforced) and the raw
+samples of its measured rounds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from np_optimizer.config.budgets import load_budgets
+from np_optimizer.errors import NpError
+from np_optimizer.records import ExperimentPage, ExperimentReport, ReportRecord
+from np_optimizer.report.budgets import check_budgets
+from np_optimizer.report.model import build_experiment_report
+from np_optimizer.workspace.layout import Project
+from np_optimizer.workspace.store import ExperimentStore
+
+__all__ = ["experiment_pages"]
+
+
+def experiment_pages(record: ReportRecord) -> list[ExperimentPage]:
+    """The pages of an experiment record (one), or of a project record (one per readable experiment)."""
+    if record.experiment is not None:
+        return [_page(record.experiment, Path(record.folder), record)]
+    pages = []
+    for exp in Project(Path(record.folder)).experiments():
+        try:
+            built = build_experiment_report(ExperimentStore(exp).read_report())
+        except NpError:  # the project table says "unreadable"; the page goes on with the others
+            continue
+        built.experiment.setdefault("name", exp.name)
+        pages.append(_page(built, exp.root, None))
+    return pages
+
+
+def _page(report: ExperimentReport, folder: Path, record: ReportRecord | None) -> ExperimentPage:
+    name = str(report.experiment.get("name", folder.name))
+    samples = _samples(report, folder)
+    if record is not None and record.budgets is not None:
+        limits = tuple(dict.fromkeys((o.budget, o.limit, o.origin) for o in record.budgets.outcomes))
+        return ExperimentPage(name, report, record.budgets, checked=True, samples=samples, budgets=limits)
+    try:
+        budgets = load_budgets(folder / "run.yaml")
+    except NpError as error:
+        return ExperimentPage(name, report, budget_warning=f"run.yaml's budgets: are not shown: {error.message}",
+                              samples=samples)
+    verdict = check_budgets(report, budgets) if budgets else None
+    return ExperimentPage(name, report, verdict, samples=samples,
+                          budgets=tuple((b.key, b.limit, b.origin) for b in budgets))
+
+
+def _samples(report: ExperimentReport, folder: Path) -> dict[str, list[float]]:
+    """The raw latency samples of each measured round that recorded a file of them (unreadable files left out)."""
+    rounds = [r.profile for r in report.rows if r.profile] + [r for g in report.post_hoc for r in g.rounds]
+    found: dict[str, list[float]] = {}
+    for result in rounds:
+        raw = (result.get("artifacts") or {}).get("raw")
+        if result.get("result_kind") != "measured" or not raw:
+            continue
+        try:
+            data = json.loads((folder / raw).read_text())
+            found[str(raw)] = [float(x) for x in data.get("samples_ms") or []]
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    return found
