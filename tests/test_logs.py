@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run_np_subprocess
 
 from np_optimizer.logs import (
     debug_enabled,
@@ -22,6 +21,7 @@ from np_optimizer.logs import (
     run_logging,
     set_debug,
 )
+from tests.helpers import make_project, run_np_subprocess
 
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERROR|DEBUG|DONE )\] \[\w+\] ")
 BANNER = re.compile(r"^(={60}|\[Phase \d+\] .+)$")

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run_np_subprocess
 
 from np_optimizer.backends import backends
 from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS
@@ -20,8 +19,8 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.errors import CODES, NpError
 from np_optimizer.errors_doc import render_errors
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
+from tests.helpers import REPO, make_project, run_np_subprocess
 
-REPO = Path(__file__).resolve().parents[1]
 _SCHEMES = [(b.name, s.name) for b in backends() for s in b.schemes]
 
 

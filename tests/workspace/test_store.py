@@ -13,7 +13,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run_np_subprocess
+
+from tests.helpers import make_project, run_np_subprocess
 
 _GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\nprofile:\n- INPUT_MODEL\n- GRAPH_OPTIMIZE\n'
 

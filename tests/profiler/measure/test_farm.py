@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import copy_workspace, make_project
-from farm_fixture import Farm
-from sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 
 from np_optimizer.profiler.measure.farm import farm_places
+from tests.farm_fixture import Farm
+from tests.helpers import copy_workspace, make_project
+from tests.sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 
 pytestmark = pytest.mark.farm
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 from np_optimizer.errors import EXIT_FAILED, EXIT_USAGE
+from tests.helpers import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 GO_GQ = 'version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\n'
 

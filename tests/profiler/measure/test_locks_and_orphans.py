@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_project, run_np_subprocess
-from sshd_fixture import INSTALL_COMMAND, SshServer, sshd_available
-from test_on_device import MlpModels, mlp_models
 
 from np_optimizer.profiler.measure.device_queue import DeviceLock, device_key, expected_duration, record_duration
+from tests.helpers import MlpModels, make_project, run_np_subprocess
+from tests.sshd_fixture import INSTALL_COMMAND, SshServer, sshd_available
 
 # The on-device method as np profile runs it, on host or (with a remote) over SSH; it writes "ok" or its error.
 MEASURE_JOB = r"""
@@ -83,11 +82,6 @@ with run_lock(Experiment(Path(sys.argv[1])), "np profile", exclusive=False):
 
 LONG_MEASUREMENT = {"num_executions": 1_000_000, "warmup": 1, "timeout": 25}
 GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\n'
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> MlpModels:
-    return mlp_models(tmp_path_factory.getbasetemp() / "np-measure-models")
 
 
 @pytest.fixture(autouse=True)

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import NpResult, assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 from np_optimizer.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NETWORK, EXIT_USAGE, EXIT_VALIDATION
 from np_optimizer.workspace import Workspace
+from tests.helpers import NpResult, assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\n'
 GO_PROFILED = GO_ONLY + "profile:\n- GRAPH_OPTIMIZE\n"

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import assert_unchanged, copy_workspace, make_project, tree_digest
 
 from np_optimizer.compile.cache import ENTRY_FILE, CompileCache
+from tests.helpers import assert_unchanged, copy_workspace, make_project, tree_digest
 
 
 @pytest.fixture(scope="module")

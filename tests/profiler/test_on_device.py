@@ -1,17 +1,16 @@
 """The on-device (measured) method on `host`, for real: np's compiler makes the .pte, the ExecuTorch runtime runs it in
-a fresh subprocess. Also home of the model helpers the queue and SSH tests share (`mlp_models`, `request_for`)."""
+a fresh subprocess. The MLP it measures is conftest's `models` (helpers.mlp_models), shared with the queue, SSH and
+locks tests."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import json
-import logging
 import shutil
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,41 +18,17 @@ import pytest
 
 from np_optimizer.compile.result import CompileResult, read_compile_record
 from np_optimizer.devices import get_device
-from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import ProfileResult
-
-PROGRAM_STATS = {"macs": 82_560, "params": 83_786, "weight_bytes": 335_144}
-
-
-@dataclass(frozen=True)
-class MlpModels:
-    program: Path  # the float .pt2
-    compiled_dir: Path  # compiled for host (XNNPACK)
-    compiled: CompileResult
-
-
-def mlp_models(base: Path) -> MlpModels:
-    """The built-in MLP exported and compiled for `host` by np's own modules; built once per test session."""
-    program, compiled_dir = base / "mlp.pt2", base / "compiled_host"
-    record = read_compile_record(compiled_dir)
-    if record is None or not program.is_file():
-        from np_optimizer.compile import compile_checkpoint
-        from np_optimizer.graph.program_io import export_model, save_program
-        from np_optimizer.models.zoo import build_builtin
-
-        model, example = build_builtin("mlp")
-        save_program(export_model(model, example), program)
-        record = compile_checkpoint(program, get_device("host"), compiled_dir)
-    assert record.status == "ok" and record.pte_file and record.num_delegates >= 1
-    return MlpModels(program, compiled_dir, record)
+from tests.helpers import REPO, MlpModels, raw_document, request_for
 
 
 def ethos_u_compiled(base: Path) -> tuple[Path, CompileResult]:
-    """The MLP quantized for Ethos-U and compiled on alif_e8: a .pte with an EthosUBackend delegate."""
+    """The MLP quantized for Ethos-U and compiled on alif_e8: a .pte with an EthosUBackend delegate; built once per
+    worker, in a folder of its own (not the shared `models` folder, which its fixture checks is left unchanged)."""
     out = base / "compiled_alif_e8"
     record = read_compile_record(out)
     if record is None:
@@ -62,35 +37,13 @@ def ethos_u_compiled(base: Path) -> tuple[Path, CompileResult]:
         from np_optimizer.models.zoo import build_builtin
         from np_optimizer.quantize.pt2e import quantize_program
 
+        base.mkdir(parents=True, exist_ok=True)
         model, example = build_builtin("mlp")
         quantized = quantize_program(export_model(model, example), backend="ethos-u", scheme="W8-A8",
                                      target="ethos-u85-256", calibration=[example])
         record = compile_checkpoint(save_program(quantized, base / "mlp_ethos_u_int8.pt2"), get_device("alif_e8"), out)
     assert record.status == "ok" and record.num_delegates == 1 and record.pte_file
     return out, record
-
-
-def request_for(models: MlpModels, work_dir: Path, options: dict[str, Any], *, device: str = "host",
-                remote: RemoteDevice | None = None, notices: list[str] | None = None,
-                compiled: CompileResult | None = None, compiled_dir: Path | None = None,
-                program_stats: dict[str, Any] | None = None) -> ProfileRequest:
-    log = logging.getLogger("np.Profiler")
-    return ProfileRequest(
-        checkpoint="INPUT_MODEL", job="00_input_model", program_path=models.program, program_sha256="0" * 64,
-        compiled=compiled or models.compiled, compiled_dir=compiled_dir or models.compiled_dir,
-        device=get_device(device), options=options, work_dir=work_dir, log_file=work_dir / "execution.log", log=log,
-        remote=remote, queue_notice=notices.append if notices is not None else None,
-        program_stats=dict(PROGRAM_STATS if program_stats is None else program_stats))
-
-
-def raw_document(request: ProfileRequest, output: MethodOutput) -> dict[str, Any]:
-    assert output.artifacts == {"raw": "measurement.json"}
-    return dict(json.loads((request.work_dir / output.artifacts["raw"]).read_text()))
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> MlpModels:
-    return mlp_models(tmp_path_factory.getbasetemp() / "np-measure-models")
 
 
 @pytest.fixture(autouse=True)
@@ -212,7 +165,7 @@ def test_a_pte_the_runtime_cannot_load_gives_one_clear_error(models: MlpModels, 
                                                              tmp_path_factory: pytest.TempPathFactory,
                                                              case: str) -> None:
     if case == "ethos_u":
-        ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
+        ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-ethos-u")
         data = (ethos_dir / str(ethos.pte_file)).read_bytes()
     else:
         data = bytearray((models.compiled_dir / str(models.compiled.pte_file)).read_bytes())
@@ -238,7 +191,7 @@ def test_a_pte_the_runtime_cannot_load_gives_one_clear_error(models: MlpModels, 
 
 def test_an_ethos_u_device_is_refused_before_running(models: MlpModels, tmp_path: Path,
                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
-    ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
+    ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-ethos-u")
     request = request_for(models, tmp_path / "m4", {}, device="alif_e8", compiled=ethos, compiled_dir=ethos_dir)
     error, _exc = _refused(request)
     assert error["code"] == "NP-PRF-422"
@@ -262,7 +215,7 @@ def test_pte_reader_matches_executorch(models: MlpModels, tmp_path_factory: pyte
 
     from np_optimizer.profiler.measure import measure_pte
 
-    ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-models")
+    ethos_dir, ethos = ethos_u_compiled(tmp_path_factory.getbasetemp() / "np-measure-ethos-u")
     for path in (models.compiled_dir / str(models.compiled.pte_file), ethos_dir / str(ethos.pte_file)):
         ours = measure_pte.read_pte_info(str(path))["execution_plans"]
         theirs = deserialize_pte_binary(path.read_bytes()).program.execution_plan
@@ -293,7 +246,7 @@ def test_the_measuring_script_is_self_contained_and_shipped() -> None:
         assert "np_optimizer" not in imported, module.name
         assert imported <= set(sys.stdlib_module_names) | {"torch", "executorch", "numpy"}, module.name
     # shipped: a regular subpackage (in the wheel without package-data), packed whole into the zipapp
-    assert "profiler/measure/measure_pte" not in Path(__file__).parents[1].joinpath("pyproject.toml").read_text()
+    assert "profiler/measure/measure_pte" not in REPO.joinpath("pyproject.toml").read_text()
     names = set(zipfile.ZipFile(script_archive()).namelist())
     assert names == {"__main__.py"} | {f"measure_pte/{m.name}" for m in modules}
 

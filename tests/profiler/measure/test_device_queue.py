@@ -12,14 +12,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_unchanged, tree_digest
-from test_on_device import MlpModels, mlp_models
 
 from np_optimizer.profiler.measure.device_queue import (
     DEFAULT_OVERHEAD_S,
@@ -29,6 +26,7 @@ from np_optimizer.profiler.measure.device_queue import (
     expected_duration,
     record_duration,
 )
+from tests.helpers import MlpModels
 
 # One `np profile`-like process: the on-device method on host, its queue notices collected.
 PROFILE_JOB = r"""
@@ -68,15 +66,6 @@ with DeviceLock(device, float(expected), label=name, on_status=on_status, direct
     end = time.time()
 Path(out).write_text(json.dumps({"start": start, "end": end, "events": events}))
 """
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlpModels]:
-    """The MLP compiled for host, built once per session and shared with test_on_device: tests only read it."""
-    shared = mlp_models(tmp_path_factory.getbasetemp() / "np-measure-models")
-    before = tree_digest(shared.program.parent)
-    yield shared
-    assert_unchanged(shared.program.parent, before)
 
 
 def wait_for(predicate: Any, timeout: float = 60.0, what: str = "a condition") -> None:

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 from np_optimizer.errors import EXIT_FAILED
+from tests.helpers import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERROR|DEBUG|DONE )\] \[\w+\] ")
 

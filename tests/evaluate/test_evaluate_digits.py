@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import assert_unchanged, copy_workspace, tree_digest
 from PIL import Image
+
+from tests.helpers import assert_unchanged, copy_workspace, tree_digest
 
 pytestmark = pytest.mark.slow
 

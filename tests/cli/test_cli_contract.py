@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from np_optimizer.devices.compat_doc import render_compatibility
+from tests.helpers import REPO
 
 COMMANDS = [
     [], ["workspace", "init"], ["projects", "create"], ["projects", "ls"], ["projects", "info"], ["models", "ls"],
@@ -37,7 +38,7 @@ def test_unknown_command_is_usage_error(run_np) -> None:
 
 
 def test_compatibility_doc_matches_the_catalogue() -> None:
-    committed = (Path(__file__).resolve().parents[1] / "docs" / "compatibility.md").read_text()
+    committed = (REPO / "docs" / "compatibility.md").read_text()
     assert committed == render_compatibility(), "docs/compatibility.md is stale: run `make docs`"
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_project
 
 from np_optimizer.errors import EXIT_CONFIG, EXIT_USAGE
+from tests.helpers import make_project
 
 
 def test_closing_tag_in_a_filter_is_a_clear_error(run_np, tmp_path: Path) -> None:

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
-from test_on_device import MlpModels, mlp_models, raw_document, request_for
 
 from np_optimizer.devices.remote import RemoteDevice
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.request import MethodOutput
+from tests.helpers import MlpModels, raw_document, request_for
+from tests.sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 
 DEVICE = "raspberry_pi_5"
 
@@ -38,11 +38,6 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     server = SshServer.start(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> MlpModels:
-    return mlp_models(tmp_path_factory.getbasetemp() / "np-measure-models")
 
 
 @pytest.fixture(autouse=True)

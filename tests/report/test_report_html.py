@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_unchanged, copy_workspace, tree_digest
 
 from np_optimizer.errors import EXIT_BUDGET, EXIT_CONFIG, EXIT_USAGE, EXIT_VALIDATION
+from tests.helpers import assert_unchanged, copy_workspace, tree_digest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it: "

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import make_project
+from tests.helpers import make_project
 
 
 def _raw(exp: Path, result: dict) -> dict:

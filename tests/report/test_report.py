@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_project
 
 from np_optimizer.errors import EXIT_USAGE, UsageError
 from np_optimizer.profiler.render import humanize_count
 from np_optimizer.report.sortfilter import apply_filter, apply_sort, parse_filter, parse_sort
+from tests.helpers import make_project
 
 
 def test_humanized_counts() -> None:

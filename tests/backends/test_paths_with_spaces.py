@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import make_project, run_np_subprocess
+from tests.helpers import make_project, run_np_subprocess
 
 
 def test_ethos_u_compile_in_a_folder_with_a_space(tmp_path: Path) -> None:

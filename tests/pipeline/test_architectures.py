@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NpResult
+
+from tests.helpers import NpResult
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_unchanged, make_project, run_np_subprocess, tree_digest
 
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.layers.keys import LayerKey, assign_keys, module_of
 from np_optimizer.layers.views import compare_totals
+from tests.helpers import assert_unchanged, make_project, run_np_subprocess, tree_digest
 
 MODEL = '''
 import torch
