@@ -1,9 +1,8 @@
-"""Nothing left running, nothing running twice (issue 11): with real processes and real files.
+"""Nothing left running, nothing measuring twice (issue 11): with real processes and real files. (The run lock, the
+other half of issue 11, is tested in tests/workspace/test_run_lock.py.)
 
 - A killed np takes its measurement down, on this host and over SSH (a dropped connection too), and the device is
   given to the next measurement only once the measuring processes are gone.
-- The run lock: a second `np run`, or an `np profile`, beside a running `np run` is refused naming it (pid, start
-  time); a lock left by a dead process, or a record naming a reused pid, is no obstacle and is never named.
 - One device queue per user whatever $NP_CACHE_DIR says; damaged queue files are warned misses.
 
 The measuring "np" killed here is a process running the on-device method exactly as `np profile` does (the MLP
@@ -15,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import stat
@@ -23,14 +21,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from np_optimizer.profiler.measure.device_queue import DeviceLock, device_key, expected_duration, record_duration
-from tests.helpers import MlpModels, make_project, run_np_subprocess
+from tests.helpers import MlpModels, proc_stat, wait_for
 from tests.sshd_fixture import INSTALL_COMMAND, SshServer, sshd_available
 
 # The on-device method as np profile runs it, on host or (with a remote) over SSH; it writes "ok" or its error.
@@ -69,19 +67,7 @@ with DeviceLock(device, float(hold), poll_s=0.05) as lock:
 Path(out).write_text(json.dumps({"start": start, "end": end, "dir": str(lock.dir)}))
 """
 
-# Holds an experiment's run lock as np profile does (shared) until killed.
-HOLD_RUN_LOCK = r"""
-import sys, time
-from pathlib import Path
-from np_optimizer.workspace import Experiment
-from np_optimizer.workspace.run_lock import run_lock
-with run_lock(Experiment(Path(sys.argv[1])), "np profile", exclusive=False):
-    Path(sys.argv[2]).write_text("held")
-    time.sleep(600)
-"""
-
 LONG_MEASUREMENT = {"num_executions": 1_000_000, "warmup": 1, "timeout": 25}
-GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\n'
 
 
 @pytest.fixture(autouse=True)
@@ -93,13 +79,6 @@ def _private_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 # -- processes, from /proc ---------------------------------------------------------------------------------------
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
 
 def _cmdline(pid: int) -> str:
     try:
@@ -113,7 +92,7 @@ def _processes() -> dict[int, tuple[int, int, str]]:
     out: dict[int, tuple[int, int, str]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            fields = _stat(int(entry.name))
+            fields = proc_stat(int(entry.name))
             if fields and fields[0] not in ("Z", "X"):
                 out[int(entry.name)] = (int(fields[1]), int(fields[19]), _cmdline(int(entry.name)))
     return out
@@ -139,19 +118,12 @@ def mentioning(text: str) -> dict[int, tuple[int, str]]:
 
 
 def alive(pid: int, start: int) -> bool:
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return bool(fields) and fields[0] not in ("Z", "X") and int(fields[19]) == start  # type: ignore[index]
 
 
 def still_running(procs: dict[int, tuple[int, str]]) -> list[str]:
     return [cmd for pid, (start, cmd) in procs.items() if alive(pid, start)]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.05)
 
 
 def start_measurement(models: MlpModels, tmp_path: Path, name: str, *, remote: dict[str, Any] | None = None,
@@ -235,84 +207,7 @@ def test_remote_measurement_stops_when_np_or_the_connection_is_gone(models: MlpM
         np_proc.wait()
 
 
-# -- 2. the run lock -------------------------------------------------------------------------------------------------
-
-def _started(message: str) -> float:
-    found = re.search(r"started (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\)", message)
-    assert found, message
-    return time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S"))
-
-
-def test_second_np_run_and_np_profile_are_refused_beside_a_running_np_run(tmp_path: Path) -> None:
-    from np_optimizer import api
-
-    api.workspace_init(tmp_path / "ws")
-    exp = make_project(tmp_path / "ws", "locked", device="host", run_yaml=GO_ONLY)
-    log = exp / "logs" / "execution.log"
-    launched = time.time()
-    first = subprocess.Popen([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: log.is_file() and log.stat().st_size > 0, 60, "the first np run to start")
-        second = run_np_subprocess("run", "--json", cwd=exp, timeout=120)
-        profile = run_np_subprocess("profile", "INPUT_MODEL", "--json", cwd=exp, timeout=120)
-        status = run_np_subprocess("status", cwd=exp, timeout=120)  # lock-free
-        assert first.poll() is None, "the first np run ended before the others were tried"
-    finally:
-        first.kill()
-        first.wait()
-    for refused, command in ((second, "np run"), (profile, "np profile")):
-        assert refused.exit_code == 3, refused.stdout + refused.stderr
-        error = refused.json
-        assert error["code"] == "NP-EXP-423", error
-        assert f"np run (pid {first.pid}, started " in error["message"] and command in error["message"]
-        assert abs(_started(error["message"]) - launched) < 5  # its start time, so a reused pid is told apart
-        assert f"kill {first.pid}" in error["hint"]
-    assert status.exit_code == 0, status.stderr
-    # the first np run died with kill -9: its lock is no obstacle (this np profile gets past it, to its own error)
-    after = run_np_subprocess("profile", "NO_SUCH_CHECKPOINT", "--json", cwd=exp, timeout=120)
-    assert after.json["code"] == "NP-CPF-404", after.stdout
-    assert not list((exp / ".run-holders").glob("*.json"))  # the dead holder's record was cleared
-
-
-def test_run_lock_names_its_live_holder_never_a_reused_pid(tmp_path: Path) -> None:
-    from np_optimizer import api
-    from np_optimizer.workspace.run_lock import HOLDERS_DIR
-
-    api.workspace_init(tmp_path / "ws")
-    exp = make_project(tmp_path / "ws", "named", device="host", run_yaml=GO_ONLY)
-    records = exp / HOLDERS_DIR
-    records.mkdir()
-    # this test's own pid, alive, but with another start time: a pid reused since np recorded it
-    start = int(_stat(os.getpid())[19])  # type: ignore[index]
-    reused = records / f"{os.getpid()}.json"
-    reused.write_text(json.dumps({"pid": os.getpid(), "pid_start": start + 4242, "command": "np run",
-                                  "exclusive": True, "locked_at": time.time()}))
-    damaged = records / "1.json"
-    damaged.write_bytes(b"\x8f\xfe{not json")
-    marker = tmp_path / "held"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_RUN_LOCK, str(exp), str(marker)])
-    try:
-        wait_for(marker.is_file, 60, "the holder to take the lock")
-        refused = run_np_subprocess("run", "--json", cwd=exp, timeout=120)
-        assert refused.exit_code == 3 and refused.json["code"] == "NP-EXP-423", refused.stdout
-        message = refused.json["message"]
-        assert f"np profile (pid {holder.pid}, started " in message and f"pid {os.getpid()}" not in message
-        assert not reused.exists() and not damaged.exists()  # stale and damaged records are deleted on sight
-        shared = run_np_subprocess("profile", "NO_SUCH_CHECKPOINT", "--json", cwd=exp, timeout=120)
-        assert shared.json["code"] == "NP-CPF-404", shared.stdout  # np profiles share the lock
-    finally:
-        holder.kill()
-        holder.wait()
-    after = run_np_subprocess("run", "--dry-run", cwd=exp, timeout=120)
-    assert after.exit_code == 0, after.stderr  # (a dry run never takes the lock)
-    assert [p.name for p in records.glob("*.json")] == [f"{holder.pid}.json"]  # killed: its record stayed
-    again = run_np_subprocess("profile", "NO_SUCH_CHECKPOINT", "--json", cwd=exp, timeout=120)
-    assert again.json["code"] == "NP-CPF-404", again.stdout  # a dead holder is no obstacle, and is cleared
-    assert not list(records.glob("*.json"))
-
-
-# -- 3. one queue per device, whatever the cache folder ------------------------------------------------------------
+# -- 2. one queue per device, whatever the cache folder ------------------------------------------------------------
 
 def test_one_queue_per_device_whatever_the_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NP_QUEUE_DIR")  # the real default: the folder every np process of this user finds
