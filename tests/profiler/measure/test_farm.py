@@ -1,7 +1,8 @@
 """Measuring on a labgrid board farm, for real and on loopback only: a private sshd (the "boards"), a real
 labgrid-coordinator and labgrid-exporter exporting two NetworkService places tagged np-target=rpi5 that point at it,
 and devices.yaml naming the device by those tags. One farm (coordinator + exporter + places) and one finished run
-serve the whole module; each test works on its own copy of the workspace.
+serve the whole module; each test works on its own copy of the workspace, and a test that needs another farm (a dead
+exporter) starts its own.
 
 Run alone: `pytest -m farm`. sshd comes from openssh-server (scripts/test.sh installs it), labgrid from the lock.
 """
@@ -99,6 +100,7 @@ def post_hoc(exp: Path) -> dict[str, dict[str, Any]]:
     return {r["measurement_id"]: r for r in json.loads((exp / "report.json").read_text())["post_hoc"]}
 
 
+@pytest.mark.np_run
 def test_a_round_measures_through_a_reservation_and_a_place(finished: tuple[Path, dict[str, Any]], farm: Farm,
                                                             sshd: SshServer, tmp_path: Path, run_np: Any) -> None:
     exp, first = finished
@@ -123,6 +125,7 @@ def test_a_round_measures_through_a_reservation_and_a_place(finished: tuple[Path
     assert {p["board"] for p in pi["farm"]["places"]} == {f"{sshd.user}@127.0.0.1:{sshd.port}"}
 
 
+@pytest.mark.np_run
 def test_three_rounds_on_two_places_never_share_one(finished: tuple[Path, dict[str, Any]], farm: Farm, tmp_path: Path) -> None:
     exp = copy_workspace(finished[0], tmp_path)
     command = [sys.executable, "-m", "np_optimizer", "profile", "graph_optimize", "-d", DEVICE, "--method",
@@ -147,6 +150,7 @@ def test_three_rounds_on_two_places_never_share_one(finished: tuple[Path, dict[s
     assert all_free(farm)
 
 
+@pytest.mark.np_run
 def test_kill_9_while_holding_a_place_releases_it(finished: tuple[Path, dict[str, Any]], farm: Farm, tmp_path: Path) -> None:
     exp = copy_workspace(finished[0], tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "profile", "graph_optimize", "-d", DEVICE,
@@ -176,7 +180,8 @@ def test_kill_9_while_holding_a_place_releases_it(finished: tuple[Path, dict[str
     print(f"place released {released_after:.1f} s after kill -9")
 
 
-def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: tuple[Path, dict[str, Any]], farm: Farm,
+@pytest.mark.np_run
+def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: tuple[Path, dict[str, Any]],
                                                            sshd: SshServer, tmp_path: Path, run_np: Any) -> None:
     exp = copy_workspace(finished[0], tmp_path)
     ws = exp.parents[1]
@@ -191,18 +196,20 @@ def test_unreachable_coordinator_and_dead_exporter_exit_4(finished: tuple[Path, 
     listing = run_np("devices", "ls", cwd=exp)
     assert listing.exit_code == 4 and "NP-FRM-503" in listing.stderr + listing.stdout, listing
     assert "Traceback" not in listing.stderr
-    # an exporter that dies: its place (made with labgrid-client, as the README says) has no board behind it any more
+    # an exporter that dies: its place (made with labgrid-client, as the README says) has no board behind it any more.
+    # On a farm of this test's own: the module's farm, which the other tests read, keeps its one live exporter.
     service = {"address": sshd.host, "username": sshd.user, "port": sshd.port}
-    dying = farm.add_exporter("dying", {"rpi5-c": service})
-    farm.add_places({"rpi5-c": ("dying/rpi5-c/NetworkService", {"np-target": "doomed"})})
-    dying.kill()
-    dying.wait()
-    (ws / "devices.yaml").write_text(devices_yaml(farm.address, sshd, tmp_path / "work", tags="doomed"))
-    result = run_np("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device", "--json", cwd=exp)
-    assert result.exit_code == 4, result.stdout[-1500:]
-    error = result.json["results"][0]["error"]
-    assert error["code"] == "NP-FRM-502" and "rpi5-c" in error["message"], error
-    assert all_free(farm)  # the failed round gave the place back too
+    with Farm.start(tmp_path / "labgrid") as own:
+        dying = own.add_exporter("dying", {"rpi5-c": service})
+        own.add_places({"rpi5-c": ("dying/rpi5-c/NetworkService", {"np-target": "doomed"})})
+        dying.kill()
+        dying.wait()
+        (ws / "devices.yaml").write_text(devices_yaml(own.address, sshd, tmp_path / "work", tags="doomed"))
+        result = run_np("profile", "graph_optimize", "-d", DEVICE, "--method", "on-device", "--json", cwd=exp)
+        assert result.exit_code == 4, result.stdout[-1500:]
+        error = result.json["results"][0]["error"]
+        assert error["code"] == "NP-FRM-502" and "rpi5-c" in error["message"], error
+        assert all_free(own)  # the failed round gave the place back too
     # nothing written before is lost: the earlier rounds are still there unchanged, the two failed ones were added
     after = post_hoc(exp)
     assert {k: after[k] for k in before} == before
