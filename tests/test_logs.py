@@ -95,6 +95,7 @@ def test_debug_flag_is_set_by_the_entry_point(run_np, debug_off: None, monkeypat
     assert debug_enabled()
 
 
+@pytest.mark.np_run
 def test_a_run_keeps_library_noise_out_of_the_execution_log(workspace: Path) -> None:
     exp = make_project(workspace, "tiny_log", model="mlp", steps="go")
     result = run_np_subprocess("run", cwd=exp)

@@ -132,6 +132,7 @@ def finished_on_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exp
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("method", _methods())
 def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, finished_on_host: Path, tmp_path: Path,
                                                           run_np) -> None:
@@ -145,6 +146,7 @@ def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, finished
     assert {m["metric_type"] for m in profiled["metrics"]} >= {"MACS", "PARAMS"}
 
 
+@pytest.mark.np_run
 def test_np_run_exits_4_when_the_device_cannot_be_reached(workspace: Path, run_np, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NP_SSH_KNOWN_HOSTS", str(tmp_path / "known_hosts"))
@@ -171,6 +173,7 @@ def _views() -> list[str]:
     return list(report_views())
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("view", _views())
 def test_each_report_view_renders_a_real_report(view: str, finished_on_host: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:

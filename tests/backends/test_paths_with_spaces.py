@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import make_project, run_np_subprocess
+
+pytestmark = pytest.mark.np_run  # every test here runs np run, itself or through a module fixture
 
 
 def test_ethos_u_compile_in_a_folder_with_a_space(tmp_path: Path) -> None:

@@ -104,6 +104,7 @@ def test_json_shapes_without_a_run(run_np, tmp_path: Path) -> None:
     assert _keys(created) == RECORD_KEYS["experiment"]
 
 
+@pytest.mark.np_run
 def test_json_shapes_of_a_finished_run(run_np, workspace: Path) -> None:
     exp = workspace / "sample_cpu" / "experiment_02"
     assert run_np("experiments", "create", "--steps", "go", "--json", cwd=workspace / "sample_cpu").exit_code == 0

@@ -245,6 +245,7 @@ def test_files_are_created_with_the_users_umask(run_np, exp: Path) -> None:
         assert (exp.parent / "umask" / name).stat().st_mode & 0o777 == 0o640, name  # not mkstemp's 0600
 
 
+@pytest.mark.np_run
 def test_ctrl_c_exits_130_and_says_how_to_resume(exp: Path) -> None:
     # A shell without job control starts background commands with SIGINT ignored, and Python keeps an ignored
     # SIGINT ignored (as np should: `np run &` in a script is not meant to stop on Ctrl+C). When this suite runs in
@@ -309,6 +310,7 @@ def _results(root: Path) -> dict[str, str]:
             and ".run-holders" not in k}
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize(("setup", "argv", "exit_code", "code", "text"), [c[1:] for c in RAN_CASES],
                          ids=[c[0] for c in RAN_CASES])
 def test_bad_input_on_a_finished_run(run_np, ran: Path, setup: Callable[[Path], None], argv: list[str],
@@ -349,6 +351,7 @@ CACHE_DAMAGE: dict[str, Callable[[Path], bytes]] = {
 }
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("damage", list(CACHE_DAMAGE) + ["a-folder"])
 def test_damaged_estimate_cache_is_a_warned_miss(run_np, ran: Path, damage: str) -> None:
     entry = _cache_entry(ran)
@@ -371,6 +374,7 @@ def test_damaged_estimate_cache_is_a_warned_miss(run_np, ran: Path, damage: str)
     assert not (ran.parents[2] / "escape.txt").exists()
 
 
+@pytest.mark.np_run
 def test_a_cache_that_cannot_be_written_costs_the_reuse_only(run_np, ran: Path) -> None:
     entry = _cache_entry(ran)
     shutil.rmtree(entry.parent)
@@ -395,6 +399,7 @@ RESULT_DAMAGE = [
 ]
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize(("relative", "damage"), [c[1:] for c in RESULT_DAMAGE], ids=[c[0] for c in RESULT_DAMAGE])
 @pytest.mark.parametrize("command", ["status", "report"])
 def test_damaged_result_file_is_set_aside_and_said(run_np, ran: Path, relative: str,
@@ -411,6 +416,7 @@ def test_damaged_result_file_is_set_aside_and_said(run_np, ran: Path, relative: 
     assert kept[0].name in warning  # the console says which file went where
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("damage", [b'{"schema_version": 1, "status": "succ', b"\xff\xfe\x00", b"[]",
                                     b'{"status": "running", "pid": "me"}'],
                          ids=["truncated", "binary", "a-list", "pid-is-text"])
@@ -425,6 +431,7 @@ def test_damaged_meta_json_reads_as_unknown_and_is_left_alone(run_np, ran: Path,
     assert (ran / "meta.json").read_bytes() == damage  # a read-only command renames and rewrites nothing
 
 
+@pytest.mark.np_run
 def test_ssh_unreachable_prints_the_stored_hint(run_np, ran: Path) -> None:
     (ran.parents[1] / "devices.yaml").write_text(UNREACHABLE)
     result = run_np("profile", "graph_optimize", "--method", "on-device", cwd=ran)
@@ -434,6 +441,7 @@ def test_ssh_unreachable_prints_the_stored_hint(run_np, ran: Path) -> None:
     assert stored["hint"] in result.stderr
 
 
+@pytest.mark.np_run
 def test_retry_after_a_truncated_meta_json_and_an_unreachable_device(run_np, ran: Path) -> None:
     meta = ran / "meta.json"
     meta.write_bytes(meta.read_bytes()[:40])

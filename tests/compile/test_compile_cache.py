@@ -17,6 +17,8 @@ import pytest
 from np_optimizer.compile.cache import ENTRY_FILE, CompileCache
 from tests.helpers import assert_unchanged, copy_workspace, make_project, tree_digest
 
+pytestmark = pytest.mark.np_run  # every test here runs np run, itself or through a module fixture
+
 
 @pytest.fixture(scope="module")
 def compiled_run(tmp_path_factory: pytest.TempPathFactory, module_cache: Path) -> Iterator[Path]:

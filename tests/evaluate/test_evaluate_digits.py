@@ -15,7 +15,7 @@ from PIL import Image
 
 from tests.helpers import assert_unchanged, copy_workspace, tree_digest
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.np_run
 
 RUN_YAML = """version: "1.0"
 steps:

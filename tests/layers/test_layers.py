@@ -98,6 +98,7 @@ def _model_modules(exp: Path) -> dict[str, str]:
     return {name: type(m).__name__ for name, m in model.named_modules()}
 
 
+@pytest.mark.np_run
 def test_per_layer_cycles_sum_exactly_to_mlias_total(npu_layers: Path) -> None:
     result = _result(npu_layers)
     total = next(m for m in result["metrics"] if m["metric_type"] == "TOTAL_CYCLES")["value"]
@@ -115,6 +116,7 @@ def test_per_layer_cycles_sum_exactly_to_mlias_total(npu_layers: Path) -> None:
     assert layers["macs"]["vela_nn_macs"] == macs and 0 < layers["macs"]["np_graph_macs"] != macs
 
 
+@pytest.mark.np_run
 def test_layers_are_keyed_by_the_models_module_paths(npu_layers: Path) -> None:
     modules = _model_modules(npu_layers)
     layers = _layers(npu_layers)
@@ -129,6 +131,7 @@ def test_layers_are_keyed_by_the_models_module_paths(npu_layers: Path) -> None:
     assert by_key["block.expand"]["placement"] == "NPU" and by_key["block.expand"]["macs"] > 0
 
 
+@pytest.mark.np_run
 def test_cpu_fallback_layer_and_partial_totals_are_marked(npu_layers: Path, run_np) -> None:
     layers = _layers(npu_layers)
     sort = next(layer for layer in layers["layers"] if layer["key"] == "(model).sort")
@@ -154,6 +157,7 @@ def test_cpu_fallback_layer_and_partial_totals_are_marked(npu_layers: Path, run_
     assert "LATENCY" in values[header.index("partial_totals")]
 
 
+@pytest.mark.np_run
 def test_report_layers_and_compare_read_stored_files_without_torch(npu_layers: Path) -> None:
     code = ("import json, sys, time; from np_optimizer.cli.main import main; t = time.perf_counter(); "
             "a = main(['report', '--layers', '--json']); b = main(['compare', 'INPUT_MODEL', 'GRAPH_QUANTIZE', "
@@ -174,6 +178,7 @@ def test_report_layers_and_compare_read_stored_files_without_torch(npu_layers: P
     assert latency["cells"][1]["coverage"].startswith("partial")
 
 
+@pytest.mark.np_run
 def test_unestimated_checkpoint_shows_its_compiled_layers_on_the_cpu(npu_layers: Path, run_np) -> None:
     """INPUT_MODEL is float, which the Ethos-U cannot run: its layers are listed from the compile, all on the CPU,
     ranked by MACs (a static count), never with a cost np did not get."""
@@ -184,6 +189,7 @@ def test_unestimated_checkpoint_shows_its_compiled_layers_on_the_cpu(npu_layers:
     assert set(_model_modules(npu_layers)) >= {layer["module"] for layer in doc["layers"]}
 
 
+@pytest.mark.np_run
 def test_report_layers_bad_input_is_a_clear_error(npu_layers: Path, cpu_experiment: Path, run_np) -> None:
     result = run_np("report", "--layers", "NOPE", cwd=npu_layers)
     assert result.exit_code == 2 and "NP-RPT-400" in result.stderr + result.stdout
@@ -200,6 +206,7 @@ def _numerics(exp: Path, job: str) -> dict[str, Any]:
     return json.loads((exp / job / "artifacts" / "layers_snr.json").read_text())
 
 
+@pytest.mark.np_run
 def test_a_fused_bn_maps_to_its_conv_and_per_layer_snr_follows_it(npu_layers: Path) -> None:
     """GO folds bn into stem: its job.json records bn -> stem, and each step's per-layer SNR compares stem with
     INPUT_MODEL's bn output (the fused layer's output is the BN's), layer by layer."""
@@ -226,6 +233,7 @@ def test_a_fused_bn_maps_to_its_conv_and_per_layer_snr_follows_it(npu_layers: Pa
                                                                                 key=lambda r: r["snr_db"])][:3]
 
 
+@pytest.mark.np_run
 def test_report_layers_shows_each_layers_snr(npu_layers: Path, run_np) -> None:
     rows = {r["key"]: r["snr_db"] for r in _numerics(npu_layers, "02_graph_quantize")["layers"]}
     doc = run_np("report", "--layers", "--json", cwd=npu_layers).json
@@ -242,6 +250,7 @@ def test_report_layers_shows_each_layers_snr(npu_layers: Path, run_np) -> None:
     assert reference["snr"]["reference"] is True and all("snr_db" not in layer for layer in reference["layers"])
 
 
+@pytest.mark.np_run
 def test_compare_lists_the_layers_whose_snr_dropped_most(npu_layers: Path, run_np) -> None:
     doc = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", "--json", cwd=npu_layers).json
     diff = doc["diffs"][0]
@@ -327,6 +336,7 @@ def _quantized(tmp_path: Path, run_np, source: str) -> Path:
     return exp
 
 
+@pytest.mark.np_run
 def test_a_small_position_that_loses_more_than_the_whole_output_is_named(tmp_path: Path, run_np) -> None:
     """The class token of a sequence output loses far more to int8 than the whole tensor: the step names the
     position and the layer where it starts, and np report --layers shows it beside the layer's SNR."""
@@ -340,6 +350,7 @@ def test_a_small_position_that_loses_more_than_the_whole_output_is_named(tmp_pat
     assert "(pos 0: " in run_np("report", "--layers", cwd=exp).stdout
 
 
+@pytest.mark.np_run
 def test_activations_that_quantize_to_zero_are_named(tmp_path: Path, run_np) -> None:
     """A model whose activations vanish (below half the int8 step): the GQ job says from which layer on they turn
     into zeros, and layers_snr.json marks those layers, instead of an unexplained 0 dB."""

@@ -29,7 +29,7 @@ import pytest
 from tests.helpers import NpResult
 
 pytest.importorskip("transformers")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.np_run
 
 
 @dataclass(frozen=True)

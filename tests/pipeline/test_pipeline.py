@@ -45,6 +45,7 @@ def own_run(finished_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_pat
     return copy_workspace(finished_run[0], tmp_path, cache=module_cache)
 
 
+@pytest.mark.np_run
 def test_run_records_every_job(finished_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     exp, _ = finished_run
     jobs = {p.parent.name: json.loads(p.read_text()) for p in exp.glob("[0-9][0-9]_*/job.json")}
@@ -64,6 +65,7 @@ def test_run_records_every_job(finished_run: tuple[Path, subprocess.CompletedPro
     assert gq["compile"]["pte_bytes"] < jobs["00_input_model"]["compile"]["pte_bytes"]
 
 
+@pytest.mark.np_run
 def test_report_json_and_meta(finished_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     exp, _ = finished_run
     report = json.loads((exp / "report.json").read_text())
@@ -75,6 +77,7 @@ def test_report_json_and_meta(finished_run: tuple[Path, subprocess.CompletedProc
     assert json.loads((exp / "meta.json").read_text())["status"] == "success"
 
 
+@pytest.mark.np_run
 def test_logs_follow_the_spec_format(finished_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     exp, proc = finished_run
     console = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -87,6 +90,7 @@ def test_logs_follow_the_spec_format(finished_run: tuple[Path, subprocess.Comple
     assert "[Profiler] Compiling: input_model" in log and "[Profiler] Profiling: graph_quantize" in log
 
 
+@pytest.mark.np_run
 def test_the_workspace_stores_no_absolute_path(finished_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """Tests that change a finished run work on a copy: np's files locate everything relative to the workspace."""
     exp, _ = finished_run
@@ -96,6 +100,7 @@ def test_the_workspace_stores_no_absolute_path(finished_run: tuple[Path, subproc
             if p.is_file() and any(n in p.read_bytes() for n in needles)] == []
 
 
+@pytest.mark.np_run
 def test_retry_reuses_unchanged_steps(own_run: Path, run_np) -> None:
     exp = own_run
     before = {p.parent.name: json.loads(p.read_text())["output"]["sha256"] for p in exp.glob("*/job.json")}
@@ -113,6 +118,7 @@ def test_retry_reuses_unchanged_steps(own_run: Path, run_np) -> None:
     assert after["02_graph_quantize"] != before["02_graph_quantize"]
 
 
+@pytest.mark.np_run
 def test_killed_run_leaves_readable_records_and_retry_completes(workspace: Path) -> None:
     exp = make_project(workspace, "killed", model="mlp")  # the smallest model: the kill and the retry are the test
     proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, stdout=subprocess.DEVNULL,
@@ -149,6 +155,7 @@ def build():
 '''
 
 
+@pytest.mark.np_run
 def test_untraceable_model_is_a_clear_error(run_np, workspace: Path, tmp_path: Path) -> None:
     source = tmp_path / "branchy.py"
     source.write_text(UNTRACEABLE)
@@ -161,6 +168,7 @@ def test_untraceable_model_is_a_clear_error(run_np, workspace: Path, tmp_path: P
     assert job["status"] == "failed" and job["errors"][0]["code"] == "NP-MDL-500"
 
 
+@pytest.mark.np_run
 def test_wrong_calibration_shapes_are_a_clear_error(run_np, workspace: Path, tmp_path: Path) -> None:
     import numpy as np
 
@@ -181,6 +189,7 @@ def test_wrong_calibration_shapes_are_a_clear_error(run_np, workspace: Path, tmp
     assert json.loads((exp / "00_input_model" / "job.json").read_text())["status"] == "success"  # nothing lost
 
 
+@pytest.mark.np_run
 def test_go_drops_a_pass_that_changes_outputs(run_np, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
@@ -232,6 +241,7 @@ def build():
 '''
 
 
+@pytest.mark.np_run
 def test_greedy_keeps_the_costliest_layer_float(run_np, workspace: Path, tmp_path: Path) -> None:
     source = tmp_path / "outliers.py"
     source.write_text(OUTLIERS)
@@ -297,6 +307,7 @@ def test_each_scheme_quantizes_and_lowers(tmp_path: Path, backend: str, scheme: 
     assert compiled.status == "ok" and compiled.num_delegates >= 1, compiled.reason
 
 
+@pytest.mark.np_run
 def test_steps_removed_from_run_yaml_are_set_aside(own_run: Path, run_np) -> None:
     exp = own_run
     (exp / "run.yaml").write_text('version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n'

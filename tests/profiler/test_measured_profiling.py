@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import make_project
+
+pytestmark = pytest.mark.np_run  # every test here runs np run, itself or through a module fixture
 
 
 def _raw(exp: Path, result: dict) -> dict:

@@ -36,6 +36,7 @@ def _report(exp: Path) -> dict:
     return json.loads((exp / "report.json").read_text())
 
 
+@pytest.mark.np_run
 def test_npu_profile_gives_full_mlia_set(npu_run: Path) -> None:
     results = {r["checkpoint"]: r for r in _report(npu_run)["profile"]["results"]}
     assert list(results) == ["INPUT_MODEL", "GRAPH_OPTIMIZE", "GRAPH_QUANTIZE"]
@@ -56,6 +57,7 @@ def test_npu_profile_gives_full_mlia_set(npu_run: Path) -> None:
     assert not results["GRAPH_QUANTIZE"]["notices"]
 
 
+@pytest.mark.np_run
 def test_mlia_numbers_equal_the_mlia_cli(npu_run: Path, tmp_path: Path) -> None:
     result = next(r for r in _report(npu_run)["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
     tosa = sorted((npu_run / result["compile"]["folder"] / "ethos_u").glob("output_tag*.tosa"))
@@ -75,6 +77,7 @@ def test_mlia_numbers_equal_the_mlia_cli(npu_run: Path, tmp_path: Path) -> None:
     assert ours["MODEL_WEIGHT_MEMORY"] == cli["model_weight_memory"]
 
 
+@pytest.mark.np_run
 def test_reuse_force_and_corrupt_cache(npu_run: Path, run_np, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = copy_workspace(npu_run, tmp_path)
     monkeypatch.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))  # shared by the commands below, empty at first
@@ -102,6 +105,7 @@ def test_reuse_force_and_corrupt_cache(npu_run: Path, run_np, tmp_path: Path, mo
     assert inline and all(r["cache"]["forced"] and not r["cache"]["reused"] for r in inline)
 
 
+@pytest.mark.np_run
 def test_cached_profile_and_report_do_not_import_torch(npu_run: Path, tmp_path: Path, module_cache: Path) -> None:
     exp = copy_workspace(npu_run, tmp_path, cache=module_cache)  # the run's estimates, in this test's own cache
     run_np_subprocess("profile", "graph_quantize", cwd=exp)  # make sure an estimate is cached
@@ -117,6 +121,7 @@ def test_cached_profile_and_report_do_not_import_torch(npu_run: Path, tmp_path: 
     assert '"reused": true' in proc.stdout
 
 
+@pytest.mark.np_run
 def test_selective_profiling_and_case_insensitive_names(workspace: Path, run_np) -> None:
     exp = make_project(workspace, "selective", run_yaml=GO_GQ + "profile:\n- input_model\n- Output_Model\n")
     result = run_np("run", "--json", cwd=exp)
@@ -135,6 +140,7 @@ def test_selective_profiling_and_case_insensitive_names(workspace: Path, run_np)
     assert "Compiling: graph_optimize" not in log and "Profiling: graph_quantize" in log
 
 
+@pytest.mark.np_run
 def test_no_profile_section_skips_profiling(workspace: Path, run_np) -> None:
     exp = make_project(workspace, "noprofile", run_yaml=GO_GQ)
     result = run_np("run", "--json", cwd=exp)
@@ -155,6 +161,7 @@ def test_profile_n_options_reach_the_nth_checkpoint_in_the_plan(workspace: Path,
     assert plan[2]["options"]["num_executions"] == 30
 
 
+@pytest.mark.np_run
 def test_concurrent_np_profile_loses_no_round(workspace: Path) -> None:
     exp = make_project(workspace, "concurrent")
     assert run_np_subprocess("run", cwd=exp).exit_code == 0
@@ -167,6 +174,7 @@ def test_concurrent_np_profile_loses_no_round(workspace: Path) -> None:
     assert len(ids) == 6 and ids == {r["measurement_id"] for r in rounds}
 
 
+@pytest.mark.np_run
 def test_missing_or_corrupt_checkpoint_is_a_clear_error(workspace: Path, run_np) -> None:
     exp = make_project(workspace, "damaged")
     assert run_np("run", cwd=exp).exit_code == 0
@@ -186,6 +194,7 @@ def test_missing_or_corrupt_checkpoint_is_a_clear_error(workspace: Path, run_np)
     assert "hidden: failed 2" in table.stdout
 
 
+@pytest.mark.np_run
 def test_profile_ids_and_options_are_checked(workspace: Path, run_np) -> None:
     exp = make_project(workspace, "ids")
     assert run_np("run", cwd=exp).exit_code == 0

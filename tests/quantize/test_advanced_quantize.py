@@ -266,7 +266,7 @@ def test_step_loads_the_eager_model_when_input_model_was_reused(tmp_path: Path) 
     assert len(aq_layers(outcome.program)) == 15
 
 
-@pytest.mark.slow
+@pytest.mark.np_run
 def test_sample_llm_pipeline_aq(tmp_path: Path) -> None:
     """np run on the sample LLM project (AQ GPTQ W4-A8_dynamic), the checkpoint lowered for XNNPACK and run here.
     That graph_quantize then leaves AQ's layers as they are is tested on a smaller model

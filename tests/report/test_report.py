@@ -56,6 +56,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exp
 
 
+@pytest.mark.np_run
 def test_xnnpack_table_omits_latency_and_memory_with_a_warning(reported: Path, run_np) -> None:
     result = run_np("report", cwd=reported)
     assert result.exit_code == 0
@@ -67,6 +68,7 @@ def test_xnnpack_table_omits_latency_and_memory_with_a_warning(reported: Path, r
     assert "(ref)" in result.stdout  # INPUT_MODEL is the SNR reference
 
 
+@pytest.mark.np_run
 def test_post_hoc_section(reported: Path, run_np) -> None:
     result = run_np("report", cwd=reported)
     assert "Post-hoc Measurements (1)" in result.stdout
@@ -75,6 +77,7 @@ def test_post_hoc_section(reported: Path, run_np) -> None:
     assert "ethos-u" in row and "mlia" in row
 
 
+@pytest.mark.np_run
 def test_json_shape(reported: Path, run_np) -> None:
     data = run_np("report", "--json", cwd=reported).json
     assert set(data) >= {"experiment", "pipeline", "post_hoc"}
@@ -93,6 +96,7 @@ def test_json_shape(reported: Path, run_np) -> None:
     assert latency["unit"] == "ms" and latency["value"] > 0
 
 
+@pytest.mark.np_run
 def test_plain_sections(reported: Path, run_np) -> None:
     lines = run_np("report", "--plain", cwd=reported).stdout.splitlines()
     sections = [line for line in lines if line.startswith("section:")]
@@ -101,6 +105,7 @@ def test_plain_sections(reported: Path, run_np) -> None:
     assert header[:3] == ["model", "type", "status"] and "macs" in header
 
 
+@pytest.mark.np_run
 def test_sort_and_filter_apply_to_the_pipeline(reported: Path, run_np) -> None:
     sorted_rows = run_np("report", "--plain", "--sort", "pte_size", cwd=reported).stdout.splitlines()
     start = sorted_rows.index("section:pipeline") + 2
@@ -113,6 +118,7 @@ def test_sort_and_filter_apply_to_the_pipeline(reported: Path, run_np) -> None:
     assert run_np("report", "--project", "x", "--experiment", "y", cwd=reported).exit_code == EXIT_USAGE
 
 
+@pytest.mark.np_run
 def test_project_report(reported: Path, run_np) -> None:
     result = run_np("report", cwd=reported.parent)
     assert result.exit_code == 0 and "Project: mlp_report" in result.stdout

@@ -115,6 +115,7 @@ def _expected_bars(doc: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
+@pytest.mark.np_run
 @needs_chromium
 @pytest.mark.parametrize("sample", ["cpu", "npu"])
 def test_html_report_in_a_real_browser(samples: dict[str, Path], run_np, tmp_path: Path, sample: str) -> None:
@@ -185,6 +186,7 @@ def test_browser_check_sees_console_errors(tmp_path: Path) -> None:
     assert _console(result.stderr), result.stderr[-2000:]
 
 
+@pytest.mark.np_run
 def test_project_html_has_every_experiment(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     root = copy_workspace(samples["npu"], tmp_path).parent  # the default file is written in the project: a copy
     result = run_np("report", "--html", cwd=root)
@@ -197,6 +199,7 @@ def test_project_html_has_every_experiment(samples: dict[str, Path], run_np, tmp
     assert ids and len(ids) == len(set(ids))
 
 
+@pytest.mark.np_run
 def test_html_refuses_a_folder_and_stray_files(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     assert run_np("report", "--html", str(tmp_path), cwd=samples["cpu"]).exit_code == EXIT_CONFIG
     assert run_np("report", "--html", str(tmp_path / "no" / "x.html"), cwd=samples["cpu"]).exit_code == EXIT_CONFIG
@@ -204,6 +207,7 @@ def test_html_refuses_a_folder_and_stray_files(samples: dict[str, Path], run_np,
     assert run_np("report", "--html", "--json", cwd=samples["cpu"]).exit_code == EXIT_USAGE
 
 
+@pytest.mark.np_run
 def test_budgets_pass_on_the_npu_sample(samples: dict[str, Path], run_np) -> None:
     result = run_np("report", "--check", cwd=samples["npu"])
     assert result.exit_code == 0, result.stdout + result.stderr
@@ -217,6 +221,7 @@ def test_budgets_pass_on_the_npu_sample(samples: dict[str, Path], run_np) -> Non
     assert outcomes["latency_ms"]["value"] == latency["value"]  # the stored estimate, in ms
 
 
+@pytest.mark.np_run
 def test_budget_fails_with_exit_6_and_junit(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     junit = tmp_path / "budgets.xml"
     result = run_np("report", "--budget", "latency_ms=0.0001", "--junit", str(junit), cwd=samples["npu"])
@@ -232,6 +237,7 @@ def test_budget_fails_with_exit_6_and_junit(samples: dict[str, Path], run_np, tm
     assert "estimated" in (failed.find("failure").get("message") or "")
 
 
+@pytest.mark.np_run
 def test_check_all_covers_every_profiled_checkpoint(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     doc = run_np("report", "--json", cwd=samples["cpu"]).json
     sizes = {e["name"]: next(m["value"] for m in e["metrics"] if m["metric_type"] == "PTE_SIZE")
@@ -255,6 +261,7 @@ def test_check_all_covers_every_profiled_checkpoint(samples: dict[str, Path], ru
                                               .find("skipped").get("message") or "")
 
 
+@pytest.mark.np_run
 def test_budget_not_checked_where_the_method_gives_no_value(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     junit = tmp_path / "cpu.xml"
     result = run_np("report", "--budget", "latency_ms=20", "--junit", str(junit), "--json", cwd=samples["cpu"])
@@ -270,6 +277,7 @@ def test_budget_not_checked_where_the_method_gives_no_value(samples: dict[str, P
         mixed.stdout
 
 
+@pytest.mark.np_run
 def test_bad_budget_input_is_a_clear_error(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     bad = run_np("report", "--budget", "latency=5", cwd=samples["cpu"])
     assert bad.exit_code == EXIT_USAGE and "Unknown budget metric 'latency'" in bad.stderr
@@ -286,6 +294,7 @@ def test_bad_budget_input_is_a_clear_error(samples: dict[str, Path], run_np, tmp
         assert "run.yaml:" in said and "R062" in said and "latency_ms cannot be negative" in said and "Hint" in said
 
 
+@pytest.mark.np_run
 def test_run_check_fails_with_exit_6(samples: dict[str, Path], run_np, tmp_path: Path) -> None:
     exp = copy_workspace(samples["npu"], tmp_path)
     junit = tmp_path / "run.xml"
@@ -295,6 +304,7 @@ def test_run_check_fails_with_exit_6(samples: dict[str, Path], run_np, tmp_path:
     assert len(ET.parse(junit).getroot().findall("testsuite/testcase/failure")) == 1
 
 
+@pytest.mark.np_run
 def test_html_and_check_read_stored_results_without_torch(samples: dict[str, Path], tmp_path: Path) -> None:
     """np report --html and --check import no torch, ExecuTorch or MLIA (they read report.json and the job files)."""
     import subprocess as sp

@@ -16,6 +16,8 @@ import pytest
 
 from tests.helpers import make_project, run_np_subprocess
 
+pytestmark = pytest.mark.np_run  # every test here runs np run, itself or through a module fixture
+
 _GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\nprofile:\n- INPUT_MODEL\n- GRAPH_OPTIMIZE\n'
 
 
