@@ -39,7 +39,17 @@ def debug_off() -> Iterator[None]:
     set_debug(False)
 
 
-def test_library_output_goes_to_libraries_log(tmp_path: Path, debug_off: None) -> None:
+@pytest.fixture
+def warnings_not_captured() -> Iterator[None]:
+    """logging's warning capture off, as in a fresh np process. An earlier test in this process may have left it on:
+    importing mlia turns it on (mlia/__init__.py), and np imports mlia.target.registry outside its mlia log routing
+    (backends/ethos_u.py), so run_logging's own captureWarnings(True) would then be a no-op under pytest's recorder."""
+    logging.captureWarnings(False)
+    yield
+    logging.captureWarnings(False)
+
+
+def test_library_output_goes_to_libraries_log(tmp_path: Path, debug_off: None, warnings_not_captured: None) -> None:
     log_file = tmp_path / "logs" / "execution.log"
     console: list[str] = []
     with run_logging(log_file, console.append), quiet_native_output(log_file):

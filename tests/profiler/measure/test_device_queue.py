@@ -203,9 +203,8 @@ def test_in_process_lock_and_duration_history(tmp_path: Path) -> None:
 
 
 def test_queue_messages_as_the_user_sees_them(models: MlpModels, tmp_path: Path) -> None:
-    from test_on_device import request_for
-
     from np_optimizer.profiler.methods.on_device import _QueueReporter
+    from tests.helpers import request_for
 
     notices: list[str] = []
     reporter = _QueueReporter(request_for(models, tmp_path, {}, notices=notices), "host")

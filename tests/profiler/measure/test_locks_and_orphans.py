@@ -280,9 +280,8 @@ def test_damaged_queue_files_are_warned_misses_and_replaced(damage: str, tmp_pat
 
 def test_damaged_queue_folder_items_and_a_real_measurement(models: MlpModels, tmp_path: Path, _private_queue: Path,
                                                            caplog: pytest.LogCaptureFixture) -> None:
-    from test_on_device import request_for
-
     from np_optimizer.profiler.methods import get_method
+    from tests.helpers import request_for
 
     key = device_key("host")
     _private_queue.mkdir(parents=True)
