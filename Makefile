@@ -1,4 +1,5 @@
-# make demo: run np on the built-in samples.  make test: run the test suite.
+# make demo: run np on the built-in samples.  make test: run the test suite.  make test-fast: the tests that need no
+# full np run (pytest -m 'not np_run'), after the same lint and type checks.
 # Both create .venv from the pinned dependencies when it is missing (or when the pins change).
 
 SHELL := /bin/bash
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.np-installed
 DEMO_DIR ?= demo-workspace
 
-.PHONY: demo test bench clean-demo docs venv
+.PHONY: demo test test-fast bench clean-demo docs venv
 
 venv: $(STAMP)
 
@@ -26,6 +27,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash scripts/test.sh
+
+test-fast: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" NP_TEST_FAST=1 bash scripts/test.sh
 
 bench: $(STAMP)
 	$(PY) bench/pipeline.py

@@ -22,7 +22,8 @@ from types import TracebackType
 from typing import Any
 
 import yaml
-from sshd_fixture import free_port
+
+from tests.sshd_fixture import free_port
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "GRPC_ENABLE_FORK_SUPPORT": "0", "PYTHONUNBUFFERED": "1"}

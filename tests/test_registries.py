@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import make_project, run_np_subprocess
 
 from np_optimizer.backends import backends
 from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS
@@ -20,8 +19,8 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.docgen.errors import render_errors
 from np_optimizer.errors import CODES, NpError
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
+from tests.helpers import REPO, make_project, run_np_subprocess
 
-REPO = Path(__file__).resolve().parents[1]
 _SCHEMES = [(b.name, s.name) for b in backends() for s in b.schemes]
 
 
@@ -95,6 +94,7 @@ def test_each_aq_algorithm_row_loads_its_function(name: str) -> None:
     assert callable(algorithm.quantize_layer) and algorithm.implementation == ALGORITHMS[name].implementation
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("spec", step_specs(), ids=lambda s: s.kind)
 def test_each_step_spec_writes_parses_and_runs_through_its_function(spec: StepSpec, tmp_path: Path) -> None:
     """The run.yaml lines a step's spec writes parse back to its config, and `np run` with that step alone runs its
@@ -141,6 +141,7 @@ def finished_on_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exp
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("method", _methods())
 def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, finished_on_host: Path, tmp_path: Path,
                                                           run_np) -> None:
@@ -154,6 +155,7 @@ def test_each_method_profiles_a_checkpoint_on_this_machine(method: str, finished
     assert {m["metric_type"] for m in profiled["metrics"]} >= {"MACS", "PARAMS"}
 
 
+@pytest.mark.np_run
 def test_np_run_exits_4_when_the_device_cannot_be_reached(workspace: Path, run_np, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NP_SSH_KNOWN_HOSTS", str(tmp_path / "known_hosts"))
@@ -192,6 +194,7 @@ def profiled_on_host(finished_on_host: Path, tmp_path_factory: pytest.TempPathFa
     return exp
 
 
+@pytest.mark.np_run
 @pytest.mark.parametrize("name", _renderers())
 def test_each_renderer_renders_a_real_record(name: str, profiled_on_host: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
