@@ -3,7 +3,7 @@ shipped inside scikit-learn: nothing is downloaded), with a seeded train / valid
 
 `python -m np_optimizer.models.digits OUTDIR` writes the files the `sample_digits` project ships with (see
 np_optimizer/sample_data/): the exported model, the held-out validation split and calibration samples from the
-training split. Tests train the same model themselves (tests/test_evaluate_digits.py).
+training split. Tests train the same model themselves (tests/evaluate/test_evaluate_digits.py).
 """
 
 from __future__ import annotations
