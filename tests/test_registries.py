@@ -214,3 +214,30 @@ def test_each_renderer_renders_a_real_record(name: str, profiled_on_host: Path, 
     written = render(view, fmt, record, tmp_path / f"out.{fmt}" if fmt in ("html", "junit") else None)
     shown = written.read_text(encoding="utf-8") if written is not None else capsys.readouterr().out
     assert "graph_optimize" in shown.lower()
+
+
+def test_the_generic_registry_refuses_duplicates_and_names_the_nearest_entry() -> None:
+    from np_optimizer.registry import DuplicateEntryError, Registry
+
+    registry: Registry[int] = Registry("colour")
+    registry.register("red", 1)
+    registry.register("green", 2)
+    with pytest.raises(DuplicateEntryError):
+        registry.register("red", 3)
+    with pytest.raises(NpError) as unknown:
+        registry.get("gren")
+    assert unknown.value.code == "NP-CFG-422" and "Did you mean 'green'?" in str(unknown.value.hint)
+    assert registry.names() == ("red", "green") and registry.find("blue") is None
+
+
+def test_running_one_aq_algorithm_imports_only_its_own_module() -> None:
+    """The AQ registry imports the asked-for algorithm's module, not every algorithm (AWQ alone imports torchao's
+    prototypes, about 1.5 s)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from np_optimizer.quantize.aq.registry import get_algorithm; get_algorithm('RTN'); "
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('np_optimizer.quantize.aq.') "
+            "and m.rsplit('.', 1)[1] in ('rtn', 'awq', 'gptq', 'smoothquant', 'autoround')))")
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert printed.strip() == "['rtn']"

@@ -3,7 +3,9 @@ report views): register, get, names. A duplicate name is a bug and fails at impo
 to fix and raises an NpError that lists the registered names and the nearest match.
 
 Entries are found by package discovery: a registry given a `package` imports each of its modules (pkgutil) the first
-time it is read, so adding an entry is adding one module, with no import list to edit.
+time it is read, so adding an entry is adding one module, with no import list to edit. A registry whose modules are
+named after their entries (`module_of`) imports only the asked-for entry's module on `get`, so running one heavy entry
+(an AQ algorithm) does not import the others.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ class Registry(Generic[T]):
     """Named entries of one kind, in registration order."""
 
     def __init__(self, kind: str, *, package: str | None = None, code: str = "NP-CFG-422",
-                 error: Callable[..., NpError] = UnsupportedError) -> None:
+                 error: Callable[..., NpError] = UnsupportedError,
+                 module_of: Callable[[str], str] | None = None) -> None:
         self.kind = kind  # "backend", "profiling method" ...: the word the unknown-name message uses
         self.package = package
+        self._module_of = module_of  # entry name -> the name of the module of `package` that registers it
         self._code = code
         self._error = error
         self._entries: dict[str, T] = {}
@@ -44,13 +48,16 @@ class Registry(Generic[T]):
         return entry
 
     def get(self, name: str) -> T:
-        self._discover()
-        if name not in self._entries:
+        entry = self.find(name)
+        if entry is None:
             raise self._error(f"Unknown {self.kind} '{name}'.", hint=self.hint(name), code=self._code)
-        return self._entries[name]
+        return entry
 
     def find(self, name: str) -> T | None:
-        self._discover()
+        if name not in self._entries:
+            self._import_module_of(name)
+        if name not in self._entries:
+            self._discover()
         return self._entries.get(name)
 
     def names(self) -> tuple[str, ...]:
@@ -67,6 +74,16 @@ class Registry(Generic[T]):
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
         nearest = f"Did you mean '{close[0]}'? " if close else ""
         return f"{nearest}Registered {self.kind}s: {', '.join(names) or 'none'}."
+
+    def _import_module_of(self, name: str) -> None:
+        if self._discovered or self._module_of is None or not self._module_of(name).isidentifier():
+            return
+        module = f"{self.package}.{self._module_of(name)}"
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # the module exists and lacks a dependency: a real error
+                raise
 
     def _discover(self) -> None:
         if self._discovered or self.package is None:

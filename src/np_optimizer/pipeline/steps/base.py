@@ -12,7 +12,9 @@ from np_optimizer.registry import Registry
 __all__ = ["StepFunction", "STEP_FUNCTIONS", "register_step"]
 
 StepFunction = Callable[[StepContext, Any], StepOutcome]
-STEP_FUNCTIONS: Registry[StepFunction] = Registry("step function", package="np_optimizer.pipeline.steps")
+# Each step's module is named after its kind (graph_quantize.py): a run imports the modules of its own steps only.
+STEP_FUNCTIONS: Registry[StepFunction] = Registry("step function", package="np_optimizer.pipeline.steps",
+                                                  module_of=lambda kind: kind)
 
 
 def register_step(kind: str) -> Callable[[StepFunction], StepFunction]:

@@ -70,9 +70,10 @@ class Algorithm:
     needs_hessian: bool = False
 
 
-# Found by package discovery (each algorithm module registers its function); unknown names fail with NP-AQ-422.
-_FUNCTIONS: Registry[Callable[[LayerInput], LayerQuant]] = Registry("advanced_quantize algorithm",
-                                                                    package="np_optimizer.quantize.aq", code="NP-AQ-422")
+# Each algorithm's module is named after it in lower case (RTN: rtn.py), so running one imports only its module;
+# unknown names fail with NP-AQ-422.
+_FUNCTIONS: Registry[Callable[[LayerInput], LayerQuant]] = Registry(
+    "advanced_quantize algorithm", package="np_optimizer.quantize.aq", code="NP-AQ-422", module_of=str.lower)
 
 
 def register_algorithm(name: str) -> Callable[[Callable[[LayerInput], LayerQuant]], Callable[[LayerInput], LayerQuant]]:
