@@ -8,8 +8,7 @@ on this machine's ExecuTorch runtime, whether MLIA can estimate them, whether ad
 and the tool versions that decide its compiled bytes. Device rows (devices/catalog.py) name a backend; validation,
 the run.yaml writer, compilation, the profiling methods and the compatibility doc all read these objects. Adding a
 backend is one module here (registered with `register_backend` from base.py, found by package discovery) plus
-device rows. Nothing here imports torch at
-import time: the builders and the lowering import it when called.
+device rows. Nothing here imports torch at import time: the builders and the lowering import it when called.
 """
 
 from __future__ import annotations

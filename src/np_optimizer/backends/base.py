@@ -1,6 +1,5 @@
 """The Backend type and the registry of backends (each backend module registers one; see the package doc)."""
 
-
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import logging
 import shutil
 import tempfile
@@ -66,12 +67,18 @@ def read_vela_summary(path: Path) -> dict[str, Any]:
 def vela_settings(target: str) -> dict[str, str]:
     """The Vela system config, memory mode and vela.ini of MLIA's target profile, so the compiled .pte and MLIA's
     estimate describe the same memory layout (ExecuTorch's own default for U85 is Sram_Only, MLIA's Dedicated_Sram)."""
+    return dict(_vela_settings(target))
+
+
+@functools.cache
+def _vela_settings(target: str) -> tuple[tuple[str, str], ...]:
+    """Read once per process: a compile asks three times (its cache key, the lowering, the record)."""
     from mlia.target.registry import profile  # light: imports no torch
 
     config = profile(target)
     resolved = config.resolved_compiler_config
-    return {"system_config": resolved.system_config, "memory_mode": resolved.memory_mode,
-            "config_ini": str(config.compiler_options.config_file)}
+    return (("system_config", resolved.system_config), ("memory_mode", resolved.memory_mode),
+            ("config_ini", str(config.compiler_options.config_file)))
 
 
 @contextlib.contextmanager
@@ -149,11 +156,12 @@ def describe_ethos_u(program: ExportedProgram, target: str | None, stats: dict[s
     # output/out_summary_<system config>.csv for the last delegate only (Vela overwrites per delegate).
     tosa = sorted(artifacts.glob("output_tag*.tosa"))
     summaries = sorted(artifacts.glob("output/out_summary_*.csv"))
+    quantized = is_quantized(program)
     fields: dict[str, Any] = {}
     if stats["num_delegates"] == 0:
         fields["status"] = "unsupported"
         fields["reason"] = ("the checkpoint is float: Ethos-U runs int8/int16 only, so no operator was delegated "
-                            "(quantize it with graph_quantize)" if not is_quantized(program)
+                            "(quantize it with graph_quantize)" if not quantized
                             else "no operator of the checkpoint is supported by the Ethos-U partitioner")
     return {
         **fields,
@@ -162,7 +170,7 @@ def describe_ethos_u(program: ExportedProgram, target: str | None, stats: dict[s
         "vela_summary": read_vela_summary(summaries[0]) if summaries else None,
         "vela_summary_partial": stats["num_delegates"] > 1,
         "vela_config": vela_settings(target) if target else None,
-        "quantized": is_quantized(program),
+        "quantized": quantized,
     }
 
 

@@ -34,7 +34,8 @@ def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path
     return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
 
 
-def describe_xnnpack(_program: ExportedProgram, _target: str | None, stats: dict[str, Any], _work_dir: Path) -> dict[str, Any]:
+def describe_xnnpack(_program: ExportedProgram, _target: str | None, stats: dict[str, Any],
+                     _work_dir: Path) -> dict[str, Any]:
     if stats["num_delegates"] == 0:
         return {"reason": "XNNPACK delegated no operator; the .pte runs on portable CPU kernels only"}
     return {}

@@ -142,10 +142,10 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
 
     backend = get_backend(device.backend)
     edge = backend.lower(program, device.mlia_target, out_dir)
-    stats = delegation_stats(edge.exported_program())
-    write_program_layers(edge.exported_program(), out_dir)  # per-op placement and module keys for the views
-    config = backend.executorch_config() if backend.executorch_config else None
-    executorch_program = edge.to_executorch(config=config) if config is not None else edge.to_executorch()
+    lowered = edge.exported_program()
+    stats = delegation_stats(lowered)
+    write_program_layers(lowered, out_dir)  # per-op placement and module keys for the views
+    executorch_program = edge.to_executorch(config=backend.executorch_config() if backend.executorch_config else None)
     pte = out_dir / PTE_FILE
     write_bytes(pte, executorch_program.buffer)
     return {"pte_file": pte.name, **stats, "status": "ok", "reason": None,
