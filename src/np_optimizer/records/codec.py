@@ -31,7 +31,8 @@ def json_name(key: str) -> dict[str, Any]:
 
 
 def _key(f: dataclasses.Field[Any]) -> str | None:
-    return f.metadata.get(_KEY, f.name) if _KEY in f.metadata else f.name
+    """The field's JSON key, or None for a field the JSON leaves out."""
+    return typing.cast("str | None", f.metadata.get(_KEY, f.name))
 
 
 def to_dict(record: Any) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from np_optimizer.errors import EXIT_FAILED, failure_exit_code
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
 from np_optimizer.records.results import EvaluationResult, ProfileResult
 
-__all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult", "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord", "RunSummary", "EvaluationRound", "ProfileRound"]
+__all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
+           "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
+           "RunSummary", "EvaluationRound", "ProfileRound"]
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from typing import Any, ClassVar
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
 
-__all__ = ["Table", "ExperimentPage", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord", "CompareRecord", "FINISHED", "PASS", "FAIL",
-           "NOT_CHECKED"]
+__all__ = ["Table", "ExperimentPage", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow",
+           "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",
+           "CompareRecord", "FINISHED", "PASS", "FAIL", "NOT_CHECKED"]
 
 FINISHED = {"success", "reused", "failed", "canceled"}
 PASS, FAIL, NOT_CHECKED = "pass", "fail", "not checked"

@@ -20,7 +20,7 @@ from np_optimizer.records.report import (
 )
 
 __all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "build_experiment_report",
-           "steps_label", "FINISHED", "HEADLINE"]
+           "steps_label", "measured_rounds", "FINISHED", "HEADLINE"]
 
 HEADLINE = tuple(str(m) for m in metrics.HEADLINE)
 _BY_NAME = {d.name: d for d in DEVICES}
@@ -156,6 +156,13 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
                             evaluation_all=[*(evaluation or {}).get("results", []),
                                             *(evaluation or {}).get("post_hoc", [])],
                             best=best.model if best else None)
+
+
+def measured_rounds(report: ExperimentReport) -> list[dict[str, Any]]:
+    """The successful measured rounds of an experiment: np run's own, then the post-hoc ones."""
+    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
+              and r.profile.get("result_kind") == "measured"]
+    return rounds + [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
 
 
 def steps_label(step_types: list[str]) -> str:

@@ -11,7 +11,7 @@ from np_optimizer.config.budgets import load_budgets
 from np_optimizer.errors import NpError
 from np_optimizer.records import ExperimentPage, ExperimentReport, ReportRecord
 from np_optimizer.report.budgets import check_budgets
-from np_optimizer.report.model import build_experiment_report
+from np_optimizer.report.model import build_experiment_report, measured_rounds
 from np_optimizer.workspace.layout import Project
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -51,11 +51,10 @@ def _page(report: ExperimentReport, folder: Path, record: ReportRecord | None) -
 
 def _samples(report: ExperimentReport, folder: Path) -> dict[str, list[float]]:
     """The raw latency samples of each measured round that recorded a file of them (unreadable files left out)."""
-    rounds = [r.profile for r in report.rows if r.profile] + [r for g in report.post_hoc for r in g.rounds]
     found: dict[str, list[float]] = {}
-    for result in rounds:
+    for result in measured_rounds(report):
         raw = (result.get("artifacts") or {}).get("raw")
-        if result.get("result_kind") != "measured" or not raw:
+        if not raw:
             continue
         try:
             data = json.loads((folder / raw).read_text())

@@ -8,14 +8,10 @@ from typing import Any
 
 from np_optimizer.cli.views.base import RENDERERS, renderer
 
-__all__ = ["render", "renderer", "formats_of"]
+__all__ = ["render", "renderer"]
 
 
 def render(view: str, fmt: str, record: Any, target: Path | None = None) -> Path | None:
     """Print `record` in `fmt` (table, json, plain), or write it to `target` (html, junit) and return the path."""
     return RENDERERS.get(f"{view}/{fmt}")(record, target)
 
-
-def formats_of(view: str) -> tuple[str, ...]:
-    """The formats registered for one view, in registration order."""
-    return tuple(name.split("/", 1)[1] for name in RENDERERS.names() if name.split("/", 1)[0] == view)

@@ -3,6 +3,7 @@ table, --json or --plain. Text from files (module paths, class names) is printed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,31 +181,13 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         warn(text)
 
 
-@renderer("layers", "table")
-def layers_table(record: LayersRecord, _target: Path | None) -> None:
-    show_layers(record, "table")
+def _printer(show: Callable[[Any, str], None], fmt: str) -> Callable[[Any, Path | None], None]:
+    def render(record: Any, _target: Path | None) -> None:
+        show(record, fmt)
+
+    return render
 
 
-@renderer("layers", "json")
-def layers_json(record: LayersRecord, _target: Path | None) -> None:
-    show_layers(record, "json")
-
-
-@renderer("layers", "plain")
-def layers_plain(record: LayersRecord, _target: Path | None) -> None:
-    show_layers(record, "plain")
-
-
-@renderer("compare", "table")
-def compare_table(record: CompareRecord, _target: Path | None) -> None:
-    show_compare(record, "table")
-
-
-@renderer("compare", "json")
-def compare_json(record: CompareRecord, _target: Path | None) -> None:
-    show_compare(record, "json")
-
-
-@renderer("compare", "plain")
-def compare_plain(record: CompareRecord, _target: Path | None) -> None:
-    show_compare(record, "plain")
+for _fmt in ("table", "json", "plain"):  # each view prints in the three terminal formats
+    renderer("layers", _fmt)(_printer(show_layers, _fmt))
+    renderer("compare", _fmt)(_printer(show_compare, _fmt))

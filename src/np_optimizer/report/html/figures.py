@@ -15,7 +15,7 @@ from np_optimizer.metrics import SHOWN
 from np_optimizer.records import ExperimentPage
 from np_optimizer.report.budgets import Pick, pick_value
 from np_optimizer.report.html.charts import Box, Point, box_chart, scatter_chart
-from np_optimizer.report.model import ExperimentReport, PipelineRow
+from np_optimizer.report.model import ExperimentReport, PipelineRow, measured_rounds
 
 __all__ = ["tradeoff_scatter", "measured_spread"]
 
@@ -84,12 +84,8 @@ def _box(label: str, samples: list[float], summary: dict[str, Any]) -> Box | Non
 
 
 def measured_spread(page: ExperimentPage, prefix: str = "e1") -> tuple[Markup | None, list[str]]:
-    report = page.report
-    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
-              and r.profile.get("result_kind") == "measured"]
-    rounds += [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
     boxes, notes = [], []
-    for result in rounds:
+    for result in measured_rounds(page.report):
         label = f"{str(result.get('checkpoint', '')).lower()} · {result.get('device')} · " \
                 f"{str(result.get('started_at', ''))[:16].replace('T', ' ')}"
         samples, note = _samples(page, result)
