@@ -1,4 +1,5 @@
-"""Render docs/compatibility.md from the device catalogue (`python -m np_optimizer.docgen.compatibility > docs/compatibility.md`).
+"""Render docs/compatibility.md from the device catalogue
+(`python -m np_optimizer.docgen.compatibility > docs/compatibility.md`).
 
 A test regenerates it and fails when the committed file differs, so the docs never drift from the table.
 """

@@ -66,7 +66,7 @@ def _config_error(devices_file: Path, message: str, hint: str) -> ConfigError:
 
 
 def _read(devices_file: Path) -> Any:
-    # the one YAML reader (UTF-8 only, no tags, bounded aliases and nesting); imported here: config sits above devices
+    # the one YAML reader (UTF-8 only, no tags, bounded aliases and nesting); imported on first use, not at start-up
     from np_optimizer.config.yamlfile import YamlProblem, read_yaml
 
     try:

@@ -7,8 +7,9 @@
 A spec holds the step's run.yaml key, its --steps abbreviation, the checkpoint it makes, its log component, its
 config dataclass and parser, its run.detail.yaml options and scheme-dependent defaults, the run.yaml lines
 `np experiments create` writes. The function that runs it is registered under the same kind in
-np_optimizer/pipeline/steps/ (a floor above: it needs torch). Validation, the plan, the writers, the runner and the docs read these specs; adding a step
-is one module here (found by package discovery) plus its function module in pipeline/steps/. Nothing here imports torch.
+np_optimizer/pipeline/steps/ (a floor above: it needs torch). Validation, the plan, the writers, the runner and the
+docs read these specs; adding a step is one module here (found by package discovery) plus its function module in
+pipeline/steps/. Nothing here imports torch.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The StepSpec type and the registry of steps (each step module here registers its spec)."""
 
-
 from __future__ import annotations
 
 from collections.abc import Callable
