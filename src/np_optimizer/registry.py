@@ -41,6 +41,13 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._discovered = package is None
 
+    def plug(self, package: str, *, module_of: Callable[[str], str] | None = None) -> None:
+        """Find this registry's entries in `package`, set from above: a registry on a low floor whose entries live
+        on a higher one (the steps) is plugged in by the top package, so that its own floor never names theirs."""
+        if self.package not in (None, package):
+            raise DuplicateEntryError(f"{self.kind} registry already reads {self.package}, not {package}")
+        self.package, self._module_of, self._discovered = package, module_of, False
+
     def register(self, name: str, entry: T) -> T:
         if name in self._entries:
             raise DuplicateEntryError(f"{self.kind} '{name}' is registered twice")

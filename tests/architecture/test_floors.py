@@ -72,6 +72,9 @@ def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
                 for alias in node.names:  # `from pkg import submodule` imports the submodule
                     full = f"{base}.{alias.name}"
                     targets.append(full if full in mods else base)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in mods \
+                    and not module.startswith(f"{node.value}."):  # (its own package is imported before it)
+                targets = [node.value]  # a module named in a string (importlib, a registry's package) is imported too
             for target in targets:
                 if target == "np_optimizer" or target.startswith("np_optimizer."):
                     resolved = resolve(target)
@@ -160,14 +163,18 @@ def test_no_package_cycle() -> None:
     assert cycles(sorted({unit_of(m) for m in mods}), graph) == []
 
 
-def test_the_graph_reader_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
-    """The reader counts what ruff and mypy cannot see: imports inside functions and under TYPE_CHECKING."""
+def test_the_graph_reader_sees_lazy_type_checking_and_named_imports(tmp_path: Path) -> None:
+    """The reader counts what ruff and mypy cannot see: imports inside functions, under TYPE_CHECKING, and modules
+    named in strings (a registry's package, importlib)."""
     assert "np_optimizer.workspace.layout" in import_graph(modules())["np_optimizer.workspace"]
     graph = import_graph({"np_optimizer.a": _write(tmp_path / "a.py", "from typing import TYPE_CHECKING\n"
                                                    "if TYPE_CHECKING:\n    from np_optimizer.b import X\n"),
                           "np_optimizer.b": _write(tmp_path / "b.py", "def f():\n    from np_optimizer import a\n")})
     assert graph == {"np_optimizer.a": {"np_optimizer.b"}, "np_optimizer.b": {"np_optimizer.a"}}
     assert cycles(["np_optimizer.a", "np_optimizer.b"], graph) == [["np_optimizer.a", "np_optimizer.b"]]
+    named = import_graph({"np_optimizer.c": _write(tmp_path / "c.py", 'R = Registry("x", package="np_optimizer.d")\n'),
+                          "np_optimizer.d": _write(tmp_path / "d.py", "")})
+    assert named == {"np_optimizer.c": {"np_optimizer.d"}}, "a module named in a string counts as an import"
 
 
 def _write(path: Path, text: str) -> Path:

@@ -29,7 +29,7 @@ def registered_names() -> dict[str, set[str]]:
     for method in registered_methods():
         owners[method] = {f"profiler/methods/{method.replace('-', '_')}.py", CATALOGUE}
     for spec in step_specs():
-        owners[spec.kind] = {f"config/steps/{spec.kind}.py", f"pipeline/steps/{spec.kind}.py", CATALOGUE}
+        owners[spec.kind] = {f"pipeline/steps/{spec.kind}.py", CATALOGUE}
     return owners
 
 

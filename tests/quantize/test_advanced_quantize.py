@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch import nn
 
-from np_optimizer.config.detail_config import STEP_OPTIONS
 from np_optimizer.config.options import merge_defaults
+from np_optimizer.config.steps import step_spec
 from np_optimizer.errors import ModelError
 from np_optimizer.fidelity import snr_db
 from np_optimizer.models.llm import TinyLlamaConfig, build_tiny_llm, calibration_samples
@@ -30,7 +30,7 @@ SMALL = TinyLlamaConfig(n_layers=1)  # the same architecture, one block: for tes
 
 
 def _options(**changes: Any) -> dict[str, Any]:
-    options = merge_defaults(STEP_OPTIONS["advanced_quantize"], None)
+    options = merge_defaults(step_spec("advanced_quantize").options, None)
     for path, value in changes.items():
         section, key = path.split("__")
         options[section][key] = value
@@ -189,9 +189,8 @@ def test_model_without_linear_layers_is_a_clear_error() -> None:
 
 def test_exported_program_only_project_is_refused(tmp_path: Path) -> None:
     from np_optimizer.config.availability import aq_model_unsupported_reason, aq_unavailable_reason
-    from np_optimizer.config.run_config import AdvancedQuantizeConfig
     from np_optimizer.models.source import LoadedModel
-    from np_optimizer.pipeline.steps.advanced_quantize import advanced_quantize
+    from np_optimizer.pipeline.steps.advanced_quantize import AdvancedQuantizeConfig, advanced_quantize
 
     assert all(aq_unavailable_reason(a, s) is None for a in AQ_ALGORITHMS for s in AQ_SCHEMES)
     assert "AWQ2" in (aq_unavailable_reason("AWQ2", "W8-A8") or "")
@@ -244,9 +243,8 @@ def test_step_loads_the_eager_model_when_input_model_was_reused(tmp_path: Path) 
     """Under --retry INPUT_MODEL is reused and nothing loaded the model: the step loads it from project.json."""
     import logging
 
-    from np_optimizer.config.run_config import AdvancedQuantizeConfig
     from np_optimizer.models.source import ModelSpec
-    from np_optimizer.pipeline.steps.advanced_quantize import advanced_quantize
+    from np_optimizer.pipeline.steps.advanced_quantize import AdvancedQuantizeConfig, advanced_quantize
     from np_optimizer.records import to_dict
 
     spec = to_dict(ModelSpec("builtin", name="tiny_llm", source="tiny_llm"))

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, OUTPUT_MODEL, canonical_checkpoint
+from np_optimizer.config.checkpoints import OUTPUT_MODEL, canonical_checkpoint, checkpoint_names
 from np_optimizer.config.detail_config import PROFILE_OPTIONS
 from np_optimizer.config.options import Opt, merge_defaults
 from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
@@ -75,7 +75,7 @@ def _targets(store: ExperimentStore, ids: list[str], output_checkpoint: Callable
             job = by_job.get(raw)
         if job is None:
             available = ", ".join([*(j.checkpoint for j in jobs), *(j.name for j in jobs)])
-            known = name is not None and name in CHECKPOINT_NAMES
+            known = name is not None and name in checkpoint_names()
             raise NotFoundError(f"No finished checkpoint '{raw}' in this experiment" + (" (its step did not run)."
                                                                                       if known else "."),
                                 hint=f"Available: {available}, OUTPUT_MODEL.", code="NP-CPF-404")

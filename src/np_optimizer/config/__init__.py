@@ -9,7 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from np_optimizer.config.checkpoints import CHECKPOINT_NAMES, STEP_KINDS, STEP_SHORT_NAMES
+    from np_optimizer.config.checkpoints import checkpoint_names, step_kinds, step_short_names
     from np_optimizer.config.detail_config import DetailConfig
     from np_optimizer.config.issues import ValidationIssue
     from np_optimizer.config.loader import (
@@ -19,34 +19,24 @@ if TYPE_CHECKING:
         check_experiment_config,
         load_experiment_config,
     )
-    from np_optimizer.config.run_config import (
-        AdvancedQuantizeConfig,
-        GraphOptimizeConfig,
-        GraphQuantizeConfig,
-        RunConfig,
-        StepConfig,
-    )
+    from np_optimizer.config.run_config import RunConfig, StepConfig
 
 _WHERE = {
-    "CHECKPOINT_NAMES": "checkpoints", "STEP_KINDS": "checkpoints", "STEP_SHORT_NAMES": "checkpoints",
+    "checkpoint_names": "checkpoints", "step_kinds": "checkpoints", "step_short_names": "checkpoints",
     "DetailConfig": "detail_config", "ValidationIssue": "issues",
     "DETAIL_FILE": "loader", "RUN_FILE": "loader", "ExperimentConfig": "loader",
     "check_experiment_config": "loader", "load_experiment_config": "loader",
-    "AdvancedQuantizeConfig": "run_config", "GraphOptimizeConfig": "run_config", "GraphQuantizeConfig": "run_config",
     "RunConfig": "run_config", "StepConfig": "run_config",
 }
 
 __all__ = [
-    "CHECKPOINT_NAMES",
-    "STEP_KINDS",
-    "STEP_SHORT_NAMES",
+    "checkpoint_names",
+    "step_kinds",
+    "step_short_names",
     "DETAIL_FILE",
     "RUN_FILE",
-    "AdvancedQuantizeConfig",
     "DetailConfig",
     "ExperimentConfig",
-    "GraphOptimizeConfig",
-    "GraphQuantizeConfig",
     "RunConfig",
     "StepConfig",
     "ValidationIssue",

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from np_optimizer.config.steps import step_specs
 
 __all__ = [
-    "STEP_KINDS",
-    "STEP_SHORT_NAMES",
-    "CHECKPOINT_NAMES",
+    "step_kinds",
+    "step_short_names",
+    "checkpoint_names",
     "INPUT_MODEL",
     "OUTPUT_MODEL",
     "checkpoint_of_step",
@@ -17,28 +17,46 @@ __all__ = [
     "canonical_checkpoint",
     "resolve_checkpoint",
     "produced_checkpoints",
-    "STEP_ABBREVIATIONS",
+    "step_abbreviations",
 ]
-
-_SPECS = step_specs()  # the registered steps, in pipeline order (config/steps/)
-# Pipeline order: a step may only follow the ones before it in this tuple.
-STEP_KINDS = tuple(s.kind for s in _SPECS)
-STEP_SHORT_NAMES = {s.short: s.kind for s in _SPECS}
 
 INPUT_MODEL = "INPUT_MODEL"
 OUTPUT_MODEL = "OUTPUT_MODEL"
-_CHECKPOINT_OF_STEP = {s.kind: s.checkpoint for s in _SPECS}
-CHECKPOINT_NAMES = (INPUT_MODEL, *_CHECKPOINT_OF_STEP.values(), OUTPUT_MODEL)
-STEP_ABBREVIATIONS = {INPUT_MODEL: "input", **{s.checkpoint: s.abbreviation for s in _SPECS}, OUTPUT_MODEL: "output"}
+
+# Functions, not constants: the steps register themselves when the registry is first read, which must not happen
+# while this module is being imported (a step's module imports this one).
+
+
+def step_kinds() -> tuple[str, ...]:
+    """Pipeline order: a step may only follow the ones before it in this tuple."""
+    return tuple(s.kind for s in step_specs())
+
+
+def step_short_names() -> dict[str, str]:
+    """--steps abbreviation -> step kind."""
+    return {s.short: s.kind for s in step_specs()}
+
+
+def checkpoint_names() -> tuple[str, ...]:
+    return (INPUT_MODEL, *(s.checkpoint for s in step_specs()), OUTPUT_MODEL)
+
+
+def step_abbreviations() -> dict[str, str]:
+    """checkpoint name -> its short label in tables."""
+    return {INPUT_MODEL: "input", **{s.checkpoint: s.abbreviation for s in step_specs()}, OUTPUT_MODEL: "output"}
+
+
+def _checkpoint_of_step() -> dict[str, str]:
+    return {s.kind: s.checkpoint for s in step_specs()}
 
 
 def checkpoint_of_step(step_kind: str) -> str:
-    return _CHECKPOINT_OF_STEP[step_kind]
+    return _checkpoint_of_step()[step_kind]
 
 
 def step_of_checkpoint(name: str) -> str | None:
     """The step kind that produces checkpoint `name` (canonical), None for INPUT_MODEL and OUTPUT_MODEL."""
-    for kind, checkpoint in _CHECKPOINT_OF_STEP.items():
+    for kind, checkpoint in _checkpoint_of_step().items():
         if checkpoint == name:
             return kind
     return None
@@ -47,7 +65,7 @@ def step_of_checkpoint(name: str) -> str | None:
 def canonical_checkpoint(name: str) -> str | None:
     """Upper-case a checkpoint name if it is one of the known names (names are case-insensitive)."""
     upper = str(name).strip().upper()
-    return upper if upper in CHECKPOINT_NAMES else None
+    return upper if upper in checkpoint_names() else None
 
 
 def resolve_checkpoint(name: str, step_kinds: Sequence[str]) -> str | None:

@@ -11,7 +11,7 @@ from np_optimizer.config.options import Opt, Section, check_section, merge_defau
 from np_optimizer.config.run_config import RunConfig
 from np_optimizer.config.steps import step_spec, step_specs
 
-__all__ = ["GLOBAL_OPTIONS", "RETIRED_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "STEP_OPTIONS", "DetailConfig", "validate_detail",
+__all__ = ["GLOBAL_OPTIONS", "RETIRED_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "step_options", "DetailConfig", "validate_detail",
            "spelled_out_detail"]
 
 GLOBAL_OPTIONS: Section = {
@@ -37,7 +37,9 @@ PROFILE_OPTIONS: Section = {
 }
 PROFILE_DEFAULTS: dict[str, Any] = merge_defaults(PROFILE_OPTIONS, None)
 
-STEP_OPTIONS: dict[str, Section] = {s.kind: s.options for s in step_specs()}  # `<step>[0]` sections
+def step_options() -> dict[str, Section]:
+    """step kind -> its run.detail.yaml `<step>[0]` section."""
+    return {s.kind: s.options for s in step_specs()}
 
 _INDEXED = re.compile(r"^(?P<name>[a-z_]+)\[(?P<index>-?\d+)\]$")
 
@@ -54,7 +56,7 @@ class DetailConfig:
         return self.profile[index] if index < len(self.profile) else dict(PROFILE_DEFAULTS)
 
     def step_options(self, kind: str) -> dict[str, Any]:
-        return self.steps.get(kind) or merge_defaults(STEP_OPTIONS[kind], None)
+        return self.steps.get(kind) or merge_defaults(step_spec(kind).options, None)
 
 
 def _issue(code: str, level: str, loc: str, msg: str, hint: str) -> ValidationIssue:
@@ -78,7 +80,7 @@ def validate_detail(data: Any, run: RunConfig) -> tuple[DetailConfig | None, lis
     steps_given: dict[str, Any] = {}
     profile_given: dict[int, Any] = {}
     profile_len = len(run.profile or ())
-    indexed_names = ("profile", *STEP_OPTIONS)
+    indexed_names = ("profile", *step_options())
     for key, value in body.items():
         loc = f"detail.{key}"
         match = _INDEXED.match(str(key))
@@ -114,7 +116,7 @@ def validate_detail(data: Any, run: RunConfig) -> tuple[DetailConfig | None, lis
                                      f"Rename the key to {name}[0]."))
                 continue
             steps_given[name] = value
-            issues += check_section(value, STEP_OPTIONS[name], loc, code_unknown="D033", code_value="D032")
+            issues += check_section(value, step_spec(name).options, loc, code_unknown="D033", code_value="D032")
     issues += check_section(globals_given, GLOBAL_OPTIONS, "detail", code_unknown="D010", code_value="D011")
     if issues:
         return None, issues
@@ -141,7 +143,7 @@ def _build(run: RunConfig, globals_given: dict[str, Any], steps_given: dict[str,
            profile_given: dict[int, Any]) -> DetailConfig:
     return DetailConfig(
         globals=merge_defaults(GLOBAL_OPTIONS, globals_given),
-        steps={kind: merge_defaults(STEP_OPTIONS[kind], _overlay(_scheme_defaults(run, kind), steps_given.get(kind)))
+        steps={kind: merge_defaults(step_spec(kind).options, _overlay(_scheme_defaults(run, kind), steps_given.get(kind)))
                for kind in run.step_kinds},
         profile=tuple(merge_defaults(PROFILE_OPTIONS, profile_given.get(i)) for i in range(len(run.profile or ()))),
     )

@@ -1,4 +1,4 @@
-"""run.yaml: the parsed RunConfig and its validation; each step's config and parser live in config/steps/."""
+"""run.yaml: the parsed RunConfig and its validation; each step's config and parser come from its registered spec."""
 
 from __future__ import annotations
 
@@ -7,18 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.budgets import Budget, parse_budgets
 from np_optimizer.config.checkpoints import (
-    CHECKPOINT_NAMES,
     OUTPUT_MODEL,
-    STEP_KINDS,
     canonical_checkpoint,
+    checkpoint_names,
     resolve_checkpoint,
+    step_kinds,
 )
 from np_optimizer.config.issues import L_REFERENCE, L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
 from np_optimizer.config.parsing import issue, match
 from np_optimizer.config.steps import StepConfig, step_specs
-from np_optimizer.config.steps.advanced_quantize import AdvancedQuantizeConfig
-from np_optimizer.config.steps.graph_optimize import GraphOptimizeConfig
-from np_optimizer.config.steps.graph_quantize import AMP_MODES, GraphQuantizeConfig
 from np_optimizer.quantize.aq.catalog import AQ_ALGORITHMS, AQ_SCHEMES
 
 if TYPE_CHECKING:
@@ -27,11 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AQ_ALGORITHMS",
     "AQ_SCHEMES",
-    "AMP_MODES",
     "EVALUATE_METRICS",
-    "AdvancedQuantizeConfig",
-    "GraphOptimizeConfig",
-    "GraphQuantizeConfig",
     "StepConfig",
     "RunConfig",
     "EvaluateEntry",
@@ -78,7 +71,7 @@ def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
                  model: dict[str, Any] | None = None) -> list[StepConfig]:
     if raw is None:
         issues.append(_issue("R010", L_SCHEMA, "steps", "run.yaml has no `steps` list.",
-                             f"Add `steps:` with at least one of {', '.join(STEP_KINDS)}."))
+                             f"Add `steps:` with at least one of {', '.join(step_kinds())}."))
         return []
     if not isinstance(raw, list) or not raw:
         issues.append(_issue("R010", L_SCHEMA, "steps", "`steps` must be a non-empty list.",
@@ -90,20 +83,20 @@ def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
         loc = f"steps[{index}]"
         if not isinstance(entry, dict) or len(entry) != 1:
             issues.append(_issue("R011", L_SCHEMA, loc, "Each step must be a single `- <step>: <parameters>` entry.",
-                                 f"Steps: {', '.join(STEP_KINDS)}."))
+                                 f"Steps: {', '.join(step_kinds())}."))
             continue
         (kind, params), = entry.items()
         specs = {s.kind: s for s in step_specs()}
         if kind not in specs:
-            issues.append(_issue("R012", L_SCHEMA, loc, f"Unknown step '{kind}'.", did_you_mean(str(kind), STEP_KINDS)))
+            issues.append(_issue("R012", L_SCHEMA, loc, f"Unknown step '{kind}'.", did_you_mean(str(kind), step_kinds())))
             continue
         if kind in seen:
             issues.append(_issue("R013", L_SCHEMA, loc, f"Step '{kind}' appears more than once.",
                                  "Each step runs at most once per experiment; make another experiment to compare settings."))
             continue
-        if seen and STEP_KINDS.index(kind) < STEP_KINDS.index(seen[-1]):
+        if seen and step_kinds().index(kind) < step_kinds().index(seen[-1]):
             issues.append(_issue("R014", L_SCHEMA, loc, f"Step '{kind}' cannot come after '{seen[-1]}'.",
-                                 f"Order the steps {', '.join(STEP_KINDS)}."))
+                                 f"Order the steps {', '.join(step_kinds())}."))
         seen.append(kind)
         step = specs[kind].parse(params, f"{loc}.{kind}", device, issues, model)
         if step is not None:
@@ -115,7 +108,7 @@ def _parse_checkpoint_list(raw: Any, section: str, step_kinds: list[str], issues
     """Canonical names of a `profile:` list; unknown, absent-step and duplicate names are issues."""
     if not isinstance(raw, list):
         issues.append(_issue("R040", L_SCHEMA, section, f"`{section}` must be a list of checkpoint names.",
-                             f"Example: `{section}:` then `- INPUT_MODEL`. Names: {', '.join(CHECKPOINT_NAMES)}."))
+                             f"Example: `{section}:` then `- INPUT_MODEL`. Names: {', '.join(checkpoint_names())}."))
         return []
     names: list[str] = []
     concrete_seen: dict[str, str] = {}
@@ -124,7 +117,7 @@ def _parse_checkpoint_list(raw: Any, section: str, step_kinds: list[str], issues
         name = canonical_checkpoint(item) if isinstance(item, str) else None
         if name is None:
             issues.append(_issue("R041", L_REFERENCE, loc, f"Unknown checkpoint name {item!r}.",
-                                 did_you_mean(str(item), CHECKPOINT_NAMES)))
+                                 did_you_mean(str(item), checkpoint_names())))
             continue
         concrete = resolve_checkpoint(name, step_kinds)
         if concrete is None:
@@ -156,7 +149,7 @@ def _parse_evaluate(raw: Any, step_kinds: list[str], issues: list[ValidationIssu
         if not names:
             issues.append(_issue("R051", L_REFERENCE, f"{loc}.model" if isinstance(item, dict) else loc,
                                  f"evaluate entry needs a checkpoint this run produces, got {model!r}.",
-                                 did_you_mean(str(model), CHECKPOINT_NAMES)))
+                                 did_you_mean(str(model), checkpoint_names())))
             continue
         if isinstance(metrics, str):
             metrics = [m.strip() for m in metrics.split(",")]

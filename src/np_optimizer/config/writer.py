@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from np_optimizer.config.checkpoints import STEP_KINDS, STEP_SHORT_NAMES, produced_checkpoints
+from np_optimizer.config.checkpoints import produced_checkpoints, step_kinds, step_short_names
 from np_optimizer.config.detail_config import DetailConfig
 from np_optimizer.config.run_config import RunConfig
 from np_optimizer.config.steps import step_spec, step_specs
@@ -35,7 +35,7 @@ def parse_steps_option(steps: str) -> list[str]:
     if short not in STEP_COMBINATIONS:
         raise UsageError(f"Unsupported --steps '{steps}'.", hint=f"Use one of: {' | '.join(STEP_COMBINATIONS)}.",
                          code="NP-EXP-422")
-    return [STEP_SHORT_NAMES[s] for s in short.split(",")]
+    return [step_short_names()[s] for s in short.split(",")]
 
 
 def render_run_yaml(step_kinds: list[str], backend: str) -> str:
@@ -57,7 +57,7 @@ def render_detail_yaml(run: RunConfig, detail: DetailConfig) -> str:
     """Every option with its value (defaults spelled out), each profile[N] labelled with its checkpoint."""
     lines = ["# Every option np uses for this experiment, defaults spelled out. Edit values; keep the keys.", "detail:"]
     lines += _dump(detail.globals, 2)
-    for kind in STEP_KINDS:
+    for kind in step_kinds():
         if kind in run.step_kinds:
             lines.append(f"  {kind}[0]:")
             lines += _dump(detail.step_options(kind), 4)

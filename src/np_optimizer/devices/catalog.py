@@ -27,9 +27,6 @@ __all__ = [
     "method_support",
 ]
 
-METHODS = ("mlia", "on-device")
-
-
 @dataclass(frozen=True)
 class MethodSupport:
     """What one profiling method gives on one device."""
@@ -179,6 +176,8 @@ DEVICES: tuple[Device, ...] = (
 )
 
 _BY_NAME = {d.name: d for d in DEVICES}
+# The profiling methods the catalogue offers (each a module of profiler/methods/; a test checks they match).
+METHODS = tuple(dict.fromkeys(m.method for d in DEVICES for m in d.methods))
 
 def backend_schemes(backend: str) -> tuple[str, ...]:
     """Graph-quantize schemes the backend's quantizer supports (from its registered Backend)."""

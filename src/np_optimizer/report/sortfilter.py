@@ -16,30 +16,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from np_optimizer.errors import UsageError
+from np_optimizer.metrics import HIGHER_IS_BETTER, SHOWN, MetricType
 from np_optimizer.records.report import SortKey
 
 __all__ = ["SORTABLE", "SortKey", "Condition", "parse_sort", "parse_filter", "apply_sort", "apply_filter"]
 
-# token -> (metric_type, higher is better)
-SORTABLE: dict[str, tuple[str, bool]] = {
-    "latency": ("LATENCY", False),
-    "memory": ("MEMORY", False),
-    "macs": ("MACS", False),
-    "params": ("PARAMS", False),
-    "model_weight_memory": ("MODEL_WEIGHT_MEMORY", False),
-    "snr": ("SNR", True),
-    "pte_size": ("PTE_SIZE", False),
-    "top1": ("TOP1_ACCURACY", True),
-    "top1_accuracy": ("TOP1_ACCURACY", True),
-    "accuracy": ("TOP1_ACCURACY", True),
-    "top5": ("TOP5_ACCURACY", True),
-    "top5_accuracy": ("TOP5_ACCURACY", True),
-    "kld": ("KLD", False),
-    "mse": ("MSE", False),
-    "mae": ("MAE", False),
+# --sort/--filter token -> metric type (the CLI's words; aliases for accuracy)
+_TOKENS: dict[str, str] = {
+    "latency": "LATENCY", "memory": "MEMORY", "macs": "MACS", "params": "PARAMS",
+    "model_weight_memory": "MODEL_WEIGHT_MEMORY", "snr": "SNR", "pte_size": "PTE_SIZE",
+    "top1": "TOP1_ACCURACY", "top1_accuracy": "TOP1_ACCURACY", "accuracy": "TOP1_ACCURACY",
+    "top5": "TOP5_ACCURACY", "top5_accuracy": "TOP5_ACCURACY", "kld": "KLD", "mse": "MSE", "mae": "MAE",
 }
-# metrics stored in bytes but shown (and filtered) in MB
-_BYTES_SHOWN_AS_MB = {"MODEL_WEIGHT_MEMORY", "PTE_SIZE"}
+# token -> (metric_type, higher is better): the direction is the metric table's (metrics.HIGHER_IS_BETTER)
+SORTABLE: dict[str, tuple[str, bool]] = {token: (metric, MetricType(metric) in HIGHER_IS_BETTER)
+                                         for token, metric in _TOKENS.items()}
+# metrics stored in bytes but shown (and filtered) in MB: the ones the metric table shows scaled
+_BYTES_SHOWN_AS_MB = {metric for metric, (_label, unit, scale) in SHOWN.items() if scale != 1.0 and unit == "MB"}
 _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "==": operator.eq,
                                                    "!=": operator.ne, ">": operator.gt, "<": operator.lt}
 _EXAMPLES = ("Examples: --sort latency  --sort snr:desc,latency  --filter 'latency<5,snr>=30'  --sort top1  "

@@ -19,7 +19,7 @@ from np_optimizer.config.steps import calibration_samples, step_spec
 from np_optimizer.devices import get_device
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
-from np_optimizer.pipeline.context import RunContext, StepContext
+from np_optimizer.pipeline.context import RunContext, StepContext, StepOutcome
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
@@ -159,8 +159,6 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
               log: logging.Logger, progress: Callable[[str], None]) -> CheckpointRef:
     from dataclasses import asdict
 
-    from np_optimizer.pipeline.steps import step_function
-
     name = job_name(index, step.kind)
     checkpoint = checkpoint_of_step(step.kind)
     options = run.config.detail.step_options(step.kind)
@@ -180,7 +178,7 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
             before: LayerGraph | None = layer_graph(program.module())
         except Exception:  # a graph np cannot key: no map, never a failed step
             before = None
-        outcome = step_function(step)(ctx, step)
+        outcome: StepOutcome = step_spec(step.kind).run(ctx, step)
         # which of the input's layer keys the step fused or removed (a BN folded into its conv): old -> new or None
         try:
             outcome.changes["module_map"] = module_map(before, layer_graph(outcome.program.module())) \

@@ -1,15 +1,10 @@
-"""Pipeline steps as data: one registered `StepSpec` per step kind, bundling everything the configuration side knows.
-
-    advanced_quantize.py   AQ: eager-level quantization of Linear layers (LLMs), before export
-    graph_optimize.py      GO: output-preserving graph passes
-    graph_quantize.py      GQ: PT2E quantization with the backend's quantizer
+"""Pipeline steps as data: one registered `StepSpec` per step kind, bundling everything np knows of a step.
 
 A spec holds the step's run.yaml key, its --steps abbreviation, the checkpoint it makes, its log component, its
 config dataclass and parser, its run.detail.yaml options and scheme-dependent defaults, the run.yaml lines
-`np experiments create` writes. The function that runs it is registered under the same kind in
-np_optimizer/pipeline/steps/ (a floor above: it needs torch). Validation, the plan, the writers, the runner and the
-docs read these specs; adding a step is one module here (found by package discovery) plus its function module in
-pipeline/steps/. Nothing here imports torch.
+`np experiments create` writes, and the function that runs it. Each step is one module of
+np_optimizer/pipeline/steps/ (a floor above: running needs the pipeline), found by package discovery; validation,
+the plan, the writers, the runner and the docs read the specs through this registry.
 """
 
 from __future__ import annotations

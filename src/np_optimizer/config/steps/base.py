@@ -1,4 +1,9 @@
-"""The StepSpec type and the registry of steps (each step module here registers its spec)."""
+"""The StepSpec type and the registry of steps.
+
+The steps themselves live two floors up, in np_optimizer/pipeline/steps/ (one module per step: its config, parser,
+options and the function that runs it), because running a step needs the pipeline. Configuration reads the specs
+through this registry without naming that package: the top package (np_optimizer/__init__.py) plugs the step package
+into it, the way MLIA's core reads registries its targets fill."""
 
 from __future__ import annotations
 
@@ -39,13 +44,14 @@ class StepSpec:
     config_type: type
     parse: Parser
     options: Section  # run.detail.yaml `<kind>[0]`
+    run: Callable[[Any, Any], Any]  # (pipeline StepContext, config) -> StepOutcome: the function that runs it
     run_yaml: Callable[[str], list[str]]  # backend name -> the lines `np experiments create` writes
     scheme_defaults: Callable[[Any], dict[str, Any]] = lambda _config: {}  # option defaults that depend on the config
     # run.detail.yaml section -> how many samples of the calibration data the step uses (the evaluation skips them)
     calibration_samples: Callable[[dict[str, Any]], int] = lambda _section: 0
 
 
-STEP_SPECS: Registry[StepSpec] = Registry("step", package="np_optimizer.config.steps")
+STEP_SPECS: Registry[StepSpec] = Registry("step")  # its package is plugged in by np_optimizer/__init__.py
 
 
 def register_step_spec(spec: StepSpec) -> StepSpec:

@@ -1,17 +1,10 @@
-"""Pipeline steps: one function per step kind, registered with @register_step("kind") (base.py) by its module here.
+"""Pipeline steps: one module per step kind, holding its config dataclass, run.yaml parser, run.detail.yaml options
+and the function that runs it, registered as one `StepSpec` (np_optimizer/config/steps/base.py).
 
-Each step's configuration side (names, config type, parser, options) is its spec in np_optimizer/config/steps/, a
-floor below: validation reads the spec without the pipeline; the runner finds the function by the step's kind."""
+    advanced_quantize.py   AQ: eager-level quantization of Linear layers (LLMs), before export
+    graph_optimize.py      GO: output-preserving graph passes
+    graph_quantize.py      GQ: PT2E quantization with the backend's quantizer
 
-from __future__ import annotations
-
-from typing import Any
-
-from np_optimizer.pipeline.steps.base import STEP_FUNCTIONS, StepFunction, register_step
-
-__all__ = ["register_step", "step_function", "StepFunction"]
-
-
-def step_function(config: Any) -> StepFunction:
-    """The function registered for this step config's kind."""
-    return STEP_FUNCTIONS.get(config.kind)
+Adding a step is adding one module here: the step registry finds it by package discovery. A module's top level
+imports no torch, since validation reads every spec.
+"""

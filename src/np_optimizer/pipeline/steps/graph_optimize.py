@@ -1,17 +1,46 @@
-"""graph_optimize: output-preserving passes, each checked against the step's input; a pass that changes outputs
-beyond the tolerance is dropped with a warning."""
+"""Step graph_optimize (GO): output-preserving graph passes, each checked against the step's input; a pass that
+changes outputs beyond the tolerance is dropped with a warning. It takes no run.yaml parameters."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from np_optimizer.config import GraphOptimizeConfig
 from np_optimizer.config.checkpoints import INPUT_MODEL
+from np_optimizer.config.issues import L_SCHEMA, ValidationIssue
+from np_optimizer.config.options import Opt, Section
+from np_optimizer.config.parsing import issue
+from np_optimizer.config.steps.base import StepSpec, register_step_spec
 from np_optimizer.pipeline.context import StepContext, StepOutcome
-from np_optimizer.pipeline.steps.base import register_step
 
-__all__ = ["graph_optimize"]
+if TYPE_CHECKING:
+    from np_optimizer.devices import Device
+
+__all__ = ["GraphOptimizeConfig", "SPEC", "graph_optimize"]
+
+
+@dataclass(frozen=True)
+class GraphOptimizeConfig:
+    """Output-preserving graph passes; it takes no parameters."""
+
+    kind: str = field(default="graph_optimize", init=False)
+
+
+OPTIONS: Section = {
+    "tolerance": Opt(1e-4, "number", "Largest max-abs output change a pass may cause, relative to the largest "
+                     "output magnitude; a pass beyond it is dropped.", minimum=0, exclusive_minimum=True),
+}
+
+
+def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
+          model: dict[str, Any] | None = None) -> GraphOptimizeConfig:
+    if raw not in (None, [], {}):
+        issues.append(issue("R015", L_SCHEMA, loc, "graph_optimize takes no parameters.",
+                            "Write `- graph_optimize: null`; pass tuning lives in run.detail.yaml."))
+    return GraphOptimizeConfig()
+
+
 
 
 def _worst_error(reference: list[Any], outputs: list[Any]) -> tuple[float, float]:
@@ -34,7 +63,6 @@ def _worst_error(reference: list[Any], outputs: list[Any]) -> tuple[float, float
 _MAX_ROUNDS = 3
 
 
-@register_step("graph_optimize")
 def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcome:
     import torch
 
@@ -164,3 +192,10 @@ def _verification_inputs(ctx: StepContext) -> tuple[list[Any], str]:
     calibration = ctx.run.calibration(8)
     return ([ctx.run.example_inputs, *calibration.samples],
             f"example input + {len(calibration.samples)} calibration samples ({calibration.source})")
+
+
+SPEC = register_step_spec(StepSpec(
+    kind="graph_optimize", short="go", checkpoint="GRAPH_OPTIMIZE", abbreviation="GO", logger="GraphOptimizer",
+    order=20, config_type=GraphOptimizeConfig, parse=parse, options=OPTIONS, run=graph_optimize,
+    run_yaml=lambda _backend: ["- graph_optimize: null"],
+))
