@@ -21,7 +21,8 @@ from np_optimizer.errors import CODES, NpError
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
 from tests.helpers import REPO, make_project, run_np_subprocess
 
-_SCHEMES = [(b.name, s.name) for b in backends() for s in b.schemes]
+# every scheme of every backend; a backend without schemes lowers its float program (None)
+_SCHEMES = [(b.name, s.name) for b in backends() for s in b.schemes] + [(b.name, None) for b in backends() if not b.schemes]
 
 
 def test_errors_doc_matches_the_table() -> None:
@@ -59,8 +60,8 @@ def _small_model() -> tuple[object, tuple[object, ...]]:
     return Small().eval(), (torch.randn(1, 3, 8, 8),)
 
 
-@pytest.mark.parametrize(("backend", "scheme"), _SCHEMES, ids=[f"{b}-{s}" for b, s in _SCHEMES])
-def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("backend", "scheme"), _SCHEMES, ids=[f"{b}-{s or 'float'}" for b, s in _SCHEMES])
+def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str | None, tmp_path: Path) -> None:
     import torch
 
     from np_optimizer.compile import compile_checkpoint
@@ -70,9 +71,11 @@ def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str, tmp
     model, example = _small_model()
     device = next(d for d in DEVICES if d.backend == backend)
     calibration = [example] + [(torch.randn(1, 3, 8, 8),) for _ in range(3)]
-    program = quantize_program(export_model(model, example), backend=backend, scheme=scheme,
-                               target=device.mlia_target, calibration=calibration)
-    assert any(layer["weight"] != "float" for layer in quantized_layers(program))
+    program = export_model(model, example)
+    if scheme is not None:
+        program = quantize_program(program, backend=backend, scheme=scheme, target=device.mlia_target,
+                                   calibration=calibration)
+        assert any(layer["weight"] != "float" for layer in quantized_layers(program))
     path = save_program(program, tmp_path / "model.pt2")
     compiled = compile_checkpoint(path, device, tmp_path / "compiled")
     assert compiled.status == "ok", compiled.reason
