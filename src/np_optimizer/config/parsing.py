@@ -20,19 +20,24 @@ def match(value: Any, choices: tuple[str, ...]) -> str | None:
     return next((c for c in choices if c.lower() == value.strip().lower()), None)
 
 
-def step_params(raw: Any, loc: str, kind: str, issues: list[ValidationIssue]) -> dict[str, Any] | None:
-    """The one parameter mapping of a step (`- graph_quantize: [ {scheme: ...} ]` or a bare mapping)."""
+def step_params(raw: Any, loc: str, kind: str, allowed: tuple[str, ...],
+                issues: list[ValidationIssue]) -> tuple[dict[str, Any] | None, str]:
+    """The one parameter mapping of a step (`- graph_quantize: [ {scheme: ...} ]` or a bare mapping), its unknown
+    keys reported, and the location its parameters are reported at (`steps[1].graph_quantize[0]`)."""
     if isinstance(raw, list):
         if len(raw) != 1 or not isinstance(raw[0], dict):
             issues.append(issue("R015", L_SCHEMA, loc, f"{kind} takes exactly one parameter mapping, got {len(raw)} "
                                 "item(s).", f"Write `- {kind}:` followed by one `- scheme: ...` entry."))
-            return None
-        return raw[0]
-    if isinstance(raw, dict):
-        return raw
-    issues.append(issue("R015", L_SCHEMA, loc, f"{kind} needs parameters (scheme, ...), got {raw!r}.",
-                        f"Write `- {kind}:` followed by `  - scheme: W8-A8`."))
-    return None
+            return None, loc
+        params, ploc = raw[0], f"{loc}[0]"
+    elif isinstance(raw, dict):
+        params, ploc = raw, loc
+    else:
+        issues.append(issue("R015", L_SCHEMA, loc, f"{kind} needs parameters (scheme, ...), got {raw!r}.",
+                            f"Write `- {kind}:` followed by `  - scheme: W8-A8`."))
+        return None, loc
+    unknown_keys(params, allowed, ploc, issues)
+    return params, ploc
 
 
 def unknown_keys(params: dict[str, Any], allowed: tuple[str, ...], loc: str, issues: list[ValidationIssue]) -> None:

@@ -69,9 +69,11 @@ _issue, _match = issue, match  # short names for the many calls below
 
 def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
                  model: dict[str, Any] | None = None) -> list[StepConfig]:
+    specs = {s.kind: s for s in step_specs()}
+    kinds = step_kinds()
     if raw is None:
         issues.append(_issue("R010", L_SCHEMA, "steps", "run.yaml has no `steps` list.",
-                             f"Add `steps:` with at least one of {', '.join(step_kinds())}."))
+                             f"Add `steps:` with at least one of {', '.join(kinds)}."))
         return []
     if not isinstance(raw, list) or not raw:
         issues.append(_issue("R010", L_SCHEMA, "steps", "`steps` must be a non-empty list.",
@@ -83,20 +85,19 @@ def _parse_steps(raw: Any, device: Device | None, issues: list[ValidationIssue],
         loc = f"steps[{index}]"
         if not isinstance(entry, dict) or len(entry) != 1:
             issues.append(_issue("R011", L_SCHEMA, loc, "Each step must be a single `- <step>: <parameters>` entry.",
-                                 f"Steps: {', '.join(step_kinds())}."))
+                                 f"Steps: {', '.join(kinds)}."))
             continue
         (kind, params), = entry.items()
-        specs = {s.kind: s for s in step_specs()}
         if kind not in specs:
-            issues.append(_issue("R012", L_SCHEMA, loc, f"Unknown step '{kind}'.", did_you_mean(str(kind), step_kinds())))
+            issues.append(_issue("R012", L_SCHEMA, loc, f"Unknown step '{kind}'.", did_you_mean(str(kind), kinds)))
             continue
         if kind in seen:
             issues.append(_issue("R013", L_SCHEMA, loc, f"Step '{kind}' appears more than once.",
                                  "Each step runs at most once per experiment; make another experiment to compare settings."))
             continue
-        if seen and step_kinds().index(kind) < step_kinds().index(seen[-1]):
+        if seen and kinds.index(kind) < kinds.index(seen[-1]):
             issues.append(_issue("R014", L_SCHEMA, loc, f"Step '{kind}' cannot come after '{seen[-1]}'.",
-                                 f"Order the steps {', '.join(step_kinds())}."))
+                                 f"Order the steps {', '.join(kinds)}."))
         seen.append(kind)
         step = specs[kind].parse(params, f"{loc}.{kind}", device, issues, model)
         if step is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
 from np_optimizer.config.options import Opt, Section
-from np_optimizer.config.parsing import issue, match, step_params, unknown_keys
+from np_optimizer.config.parsing import issue, match, step_params
 from np_optimizer.config.steps.base import StepSpec, register_step_spec
 from np_optimizer.errors import ModelError
 from np_optimizer.pipeline.context import StepContext, StepOutcome
@@ -52,11 +52,9 @@ OPTIONS: Section = {
 
 def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
           model: dict[str, Any] | None = None) -> AdvancedQuantizeConfig | None:
-    params = step_params(raw, loc, "advanced_quantize", issues)
+    params, ploc = step_params(raw, loc, "advanced_quantize", ("algorithm", "scheme"), issues)
     if params is None:
         return None
-    ploc = f"{loc}[0]" if isinstance(raw, list) else loc
-    unknown_keys(params, ("algorithm", "scheme"), ploc, issues)
     algorithm = match(params.get("algorithm"), AQ_ALGORITHMS)
     scheme = match(params.get("scheme"), AQ_SCHEMES)
     if algorithm is None:

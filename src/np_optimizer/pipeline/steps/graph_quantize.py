@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.backends import all_scheme_names, get_backend
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
 from np_optimizer.config.options import Opt, Section
-from np_optimizer.config.parsing import issue, match, step_params, unknown_keys
+from np_optimizer.config.parsing import issue, match, step_params
 from np_optimizer.config.steps.base import StepSpec, register_step_spec
 from np_optimizer.pipeline.context import StepContext, StepOutcome
 
@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 
     from np_optimizer.devices import Device
 
-__all__ = ["GraphQuantizeConfig", "AMP_MODES", "SPEC", "graph_quantize"]
-
-AMP_MODES = (None, "GREEDY")
+__all__ = ["GraphQuantizeConfig", "SPEC", "graph_quantize"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +47,9 @@ OPTIONS: Section = {
 
 def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
           model: dict[str, Any] | None = None) -> GraphQuantizeConfig | None:
-    params = step_params(raw, loc, "graph_quantize", issues)
+    params, ploc = step_params(raw, loc, "graph_quantize", ("scheme", "automatic_mixed_precision"), issues)
     if params is None:
         return None
-    ploc = f"{loc}[0]" if isinstance(raw, list) else loc
-    unknown_keys(params, ("scheme", "automatic_mixed_precision"), ploc, issues)
     all_schemes = all_scheme_names()
     scheme = match(params.get("scheme"), all_schemes)
     if scheme is None:
