@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml requirements.lock scripts/check_env.py
 	@echo "Installing np and its pinned dependencies into $(VENV) (first time: about 2 minutes)..."
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]' 2>&1 \
 	  | sed '/is ignored: it is neither a file nor a directory/d'
+	@# MLIA's float .pt2 converter without its torch==2.14.0 pin (a CUDA-only build): see pyproject.toml
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c requirements.lock mlia-converters-pytorch 2>&1 \
+	  | sed '/is ignored: it is neither a file nor a directory/d'
 	$(PY) scripts/check_env.py
 	@touch $(STAMP)
 

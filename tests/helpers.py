@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # np's modules are imported where used: a module moved in np 
     from np_optimizer.workspace.remote import RemoteDevice
 
 REPO = Path(__file__).resolve().parents[1]
+# the installed ExecuTorch, as its runtime reports itself ("1.5.1+cpu" starts with "1.5.1")
+ET_VERSION = __import__("importlib.metadata").metadata.version("executorch").split("+")[0]
 
 
 # -- running np -------------------------------------------------------------------------------------------------------
@@ -140,7 +142,7 @@ def request_for(models: MlpModels, work_dir: Path, options: dict[str, Any], *, d
 
 
 def raw_document(request: ProfileRequest, output: MethodOutput) -> dict[str, Any]:
-    assert output.artifacts == {"raw": "measurement.json"}
+    assert output.artifacts["raw"] == "measurement.json"
     return dict(json.loads((request.work_dir / output.artifacts["raw"]).read_text()))
 
 

@@ -215,8 +215,10 @@ def test_profile_options_reach_the_nth_entry(tmp_path: Path) -> None:
     detail = "detail:\n  profile[1]:\n    num_executions: 7\n    timeout: 2.5\n"
     config, issues = check(tmp_path, PROFILE3, detail)
     assert config is not None, issues
-    assert config.detail.profile_options(0) == {"num_executions": 30, "timeout": 60, "warmup": 3}
-    assert config.detail.profile_options(1) == {"num_executions": 7, "timeout": 2.5, "warmup": 3}
+    assert config.detail.profile_options(0) == {"num_executions": 30, "timeout": 60, "warmup": 3,
+                                                "num_layer_executions": 10}
+    assert config.detail.profile_options(1) == {"num_executions": 7, "timeout": 2.5, "warmup": 3,
+                                                "num_layer_executions": 10}
     assert config.detail.profile_options(2)["num_executions"] == 30
 
 

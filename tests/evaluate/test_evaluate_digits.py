@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from tests.helpers import assert_unchanged, copy_workspace, tree_digest
+from tests.helpers import ET_VERSION, assert_unchanged, copy_workspace, tree_digest
 
 pytestmark = pytest.mark.np_run
 
@@ -99,7 +99,7 @@ def test_top1_float_int8_and_an_independent_runtime_loop(digits_run) -> None:
     float_result, int8_result = _top1(exp, "00_input_model"), _top1(exp, "02_graph_quantize")
     for result in (float_result, int8_result):
         assert result["status"] == "SUCCESS" and result["samples"] == 360
-        assert result["evaluated_on"].startswith("the .pte on this machine's ExecuTorch 1.4.1 runtime")
+        assert result["evaluated_on"].startswith(f"the .pte on this machine's ExecuTorch {ET_VERSION} runtime")
         assert result["dataset"]["name"] == "digits_val" and result["dataset"]["format"] == "image_folder"
     top1 = {r["checkpoint"]: next(m["value"] for m in r["metrics"] if m["metric_type"] == "TOP1_ACCURACY")
             for r in (float_result, int8_result)}

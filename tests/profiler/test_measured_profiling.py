@@ -40,10 +40,8 @@ def test_profile_n_options_reach_the_nth_checkpoint(workspace: Path, run_np) -> 
     header = next(line for line in table.splitlines() if "Model" in line)
     assert "Latency(ms)" in header and "Memory(MB)" in header
     compare = run_np("compare", "--json", cwd=exp).json
-    # one warning for every checkpoint without per-layer costs, saying why (measured rounds time the whole model)
-    no_costs = [w for w in compare["warnings"] if w.startswith("No per-layer costs")]
-    assert len(no_costs) == 1 and "INPUT_MODEL, GRAPH_OPTIMIZE, GRAPH_QUANTIZE" in no_costs[0], compare["warnings"]
-    assert "event tracer" in no_costs[0]
+    # measured rounds carry per-layer times from their traced runs: no checkpoint lacks per-layer costs
+    assert not [w for w in compare["warnings"] if w.startswith("No per-layer costs")], compare["warnings"]
     snr = next(t for t in compare["totals"] if t["metric"] == "SNR")
     assert snr["cells"][0] is None and snr["cells"][1] is not None  # GO's SNR is shown, "identical" or a value
     assert "NPU part" not in run_np("compare", cwd=exp).stdout  # no partial total here: no legend for one

@@ -23,7 +23,7 @@ from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import ProfileResult
-from tests.helpers import REPO, MlpModels, raw_document, request_for
+from tests.helpers import ET_VERSION, REPO, MlpModels, raw_document, request_for
 
 
 def ethos_u_compiled(base: Path) -> tuple[Path, CompileResult]:
@@ -78,7 +78,7 @@ def test_counts_honoured_and_every_figure_labelled(models: MlpModels, tmp_path: 
     latency = by_type["LATENCY"]
     assert latency.unit == "ms" and latency.stat == "avg"
     assert latency.value == pytest.approx(statistics.mean(doc["samples_ms"]))
-    assert "measured" in latency.source and "9 of 9" in latency.source and "1.4.1" in latency.source
+    assert "measured" in latency.source and "9 of 9" in latency.source and ET_VERSION in latency.source
     memory = by_type["MEMORY"]
     assert memory.unit == "MB" and memory.stat == "peak" and "above its baseline" in memory.source
     assert memory.value == pytest.approx(doc["memory"]["peak_delta_bytes"] / 2**20) and memory.value > 0
@@ -96,7 +96,7 @@ def test_counts_honoured_and_every_figure_labelled(models: MlpModels, tmp_path: 
     assert set(window) == {"start", "end"} and window["start"] <= window["end"]
 
     prov = output.provenance
-    assert prov["tool"] == "executorch runtime" and prov["tool_version"].startswith("1.4.1")
+    assert prov["tool"] == "executorch runtime" and prov["tool_version"].startswith(ET_VERSION)
     assert prov["transport"] == "local subprocess" and prov["threads"] >= 1 and prov["cpu_model"]
     assert (prov["runs_done"], prov["runs_asked"], prov["warmup_done"], prov["timeout_s"]) == (9, 9, 2, 60.0)
     assert prov["hostname"] and prov["python"]

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import Node
 
-__all__ = ["KeepFloat", "QuantizerBuilder", "Lowering", "Describe", "CompileOptions", "Scheme", "Backend", "BACKENDS",
+__all__ = ["KeepFloat", "QuantizerBuilder", "Lowering", "Describe", "CompileOptions", "DelegateOps", "Scheme", "Backend", "BACKENDS",
            "register_backend"]
 
 KeepFloat = Callable[["Node"], bool]
@@ -28,6 +28,8 @@ Lowering = Callable[["ExportedProgram", str | None, Path], Any]
 Describe = Callable[["ExportedProgram", str | None, dict[str, Any], Path], dict[str, Any]]
 # (target profile or None) -> the options its lowering actually uses (part of the compile cache key)
 CompileOptions = Callable[[str | None], dict[str, Any]]
+# (a delegate's processed bytes) -> the ops its runtime runs, in order: {"type", "handle", "inputs", "output"}
+DelegateOps = Callable[[bytes], list[dict[str, Any]]]
 
 
 def no_compile_options(_target: str | None) -> dict[str, Any]:
@@ -61,6 +63,9 @@ class Backend:
     # What views need to know, so that no view tests a backend by name:
     delegated_column: str | None = None  # the pipeline table's column of delegated / total ops (None: not shown)
     layer_costs: bool = False  # its estimates carry a cost per layer (Vela's cycles); else layers rank by MACs
+    # The ops inside one of its delegates, in run order, for per-layer times from an ETDump (None: not readable).
+    # A backend that gives it lowers with generate_etrecord=True, so that the compile can write the ETRecord.
+    delegate_ops: DelegateOps | None = None
 
     @property
     def scheme_names(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Sch
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
-__all__ = ["XNNPACK", "lower_xnnpack", "describe_xnnpack", "register_quantized_out_variants"]
+__all__ = ["XNNPACK", "lower_xnnpack", "describe_xnnpack", "xnnpack_delegate_ops", "register_quantized_out_variants"]
 
 
 def register_quantized_out_variants() -> None:
@@ -31,7 +31,41 @@ def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path
     from executorch.exir import to_edge_transform_and_lower
 
     register_quantized_out_variants()
-    return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    # the ETRecord ties the runtime's ETDump events to the graph (per-layer host times); the compile writes it
+    return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=True)
+
+
+def xnnpack_delegate_ops(processed: bytes) -> list[dict[str, Any]]:
+    """The nodes of an XNNPACK delegate's serialized graph, in the order its runtime creates (and runs) their
+    operators: node type, the debug handle of the graph node it came from (None for nodes the delegate inserted,
+    such as layout transposes), and its tensor ids (so an inserted node can be given to its producer).
+
+    Why parse the blob: XNNPACK's per-operator ETDump events carry no debug handle, only names in run order."""
+    import json
+    import re
+    import tempfile
+
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import XNNHeader, _get_schema_bytes
+    from executorch.exir._serialize._flatbuffer import _flatc_decompile
+
+    header = XNNHeader.from_bytes(processed[:XNNHeader.EXPECTED_LENGTH])
+    flatbuffer = processed[header.flatbuffer_offset:header.flatbuffer_offset + header.flatbuffer_size]
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        (work / "schema.fbs").write_bytes(_get_schema_bytes())
+        (work / "graph.bin").write_bytes(flatbuffer)
+        _flatc_decompile(folder, str(work / "schema.fbs"), str(work / "graph.bin"))
+        text = (work / "graph.json").read_bytes()
+    # flatc writes clamp bounds as bare inf / -inf, which JSON has no word for
+    graph = json.loads(re.sub(rb"(?<![\w\"])(-?)inf\b", rb"\g<1>1e999", text))
+    ops = []
+    for node in graph.get("xnodes") or []:
+        fields = node.get("xnode_union") or {}
+        ids = {k: v for k, v in fields.items() if k.endswith("_id") and isinstance(v, int)}
+        handle = node.get("debug_handle")
+        ops.append({"type": node.get("xnode_union_type"), "handle": handle if isinstance(handle, int) else None,
+                    "inputs": [v for k, v in ids.items() if k != "output_id"], "output": ids.get("output_id")})
+    return ops
 
 
 def describe_xnnpack(_program: ExportedProgram, _target: str | None, stats: dict[str, Any],
@@ -84,4 +118,5 @@ XNNPACK = register_backend(Backend(
     advanced_quantize=True,
     delegated_column="Delegated (XNNPACK)",
     compile_options=xnnpack_compile_options,
+    delegate_ops=xnnpack_delegate_ops,
 ))

@@ -139,15 +139,19 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
     from np_optimizer.files import write_bytes
     from np_optimizer.graph.delegation import delegation_stats, planned_arena_bytes
     from np_optimizer.layers.graph import write_program_layers
+    from np_optimizer.layers.trace_map import delegate_handles, write_trace_files
 
     backend = get_backend(device.backend)
     edge = backend.lower(program, device.mlia_target, out_dir)
     lowered = edge.exported_program()
     stats = delegation_stats(lowered)
     write_program_layers(lowered, out_dir)  # per-op placement and module keys for the views
+    delegates = delegate_handles(lowered, backend) if backend.runs_on_host else []
     executorch_program = edge.to_executorch(config=backend.executorch_config() if backend.executorch_config else None)
     pte = out_dir / PTE_FILE
     write_bytes(pte, executorch_program.buffer)
+    if backend.runs_on_host:  # what per-layer host times need: the ETRecord and the map of instructions to layers
+        write_trace_files(executorch_program, delegates, out_dir)
     return {"pte_file": pte.name, **stats, "status": "ok", "reason": None,
             "planned_arena_bytes": planned_arena_bytes(executorch_program),
             **backend.describe(program, device.mlia_target, stats, out_dir)}

@@ -34,6 +34,9 @@ PROFILE_OPTIONS: Section = {
     "timeout": Opt(60, "number", "Seconds of measurement (device queue wait excluded) before partial results.",
                    minimum=0, exclusive_minimum=True),
     "warmup": Opt(3, "int", "Untimed runs before the timed ones.", minimum=0),
+    "num_layer_executions": Opt(10, "int", "Runs with ExecuTorch's event tracer on, after the timed runs, for "
+                                "per-layer times (a measured method on a runtime with the tracer); 0 turns them off.",
+                                minimum=0),
 }
 PROFILE_DEFAULTS: dict[str, Any] = merge_defaults(PROFILE_OPTIONS, None)
 

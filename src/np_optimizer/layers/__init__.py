@@ -11,8 +11,9 @@ overhead. Each tool's raw id (TOSA tensor name, node name) is kept beside the ke
     ethos_u.py    the layers.json of an MLIA round on an Ethos-U device (Vela rows + the compile's CPU ops)
     coverage.py   how much of the model a total covers (NPU op share, MAC share) and the marks partial totals carry
     weights.py    weights a quantize step left float, per layer (torch), and the warning when most did
-    host_ops.py   per-op times from an ETDump pass read with ExecuTorch's Inspector (needs a runtime built with the
-                  event tracer; the pip runtime has none, so this is used by bench/layers_host.py only so far)
+    trace_map.py  at compile time: each instruction of the program -> its graph nodes or delegate ops (torch)
+    etdump.py     the runtime's ETDump read with the wheel's flatc and schema (no torch)
+    host_times.py a measured round's per-layer times: ETDump events joined through the trace map (no torch)
     files.py      the per-round per-layer file (layers.json) beside the round's artifacts, read without torch
     views.py      top-N layers of a checkpoint, and the N-way compare with the layer diff (no torch)
     numerics.py   each layer's output against INPUT_MODEL's same layer, as SNR: the job's layers_snr.json (torch)

@@ -43,7 +43,7 @@ def _ops(gm: GraphModule, delegated: bool, delegate: int | None) -> list[dict[st
         rows.append({"id": node.name, "op": name, "stack": node.meta.get("nn_module_stack"),
                      "producers": [a.name for a in node.all_input_nodes], "fn": node.meta.get("torch_fn"),
                      "delegated": delegated,
-                     "delegate": delegate, "macs": (flops or 0) // 2})
+                     "delegate": delegate, "macs": (flops or 0) // 2, "handle": node.meta.get("debug_handle")})
     return rows
 
 
@@ -66,7 +66,7 @@ def program_layers(edge_program: ExportedProgram, root_class: str = "model") -> 
         family = op_family(o["op"])
         out.append({**to_dict(keys[o["id"]]), "id": o["id"], "op": o["op"], "op_family": family,
                     "overhead": is_overhead(family), "delegated": o["delegated"], "delegate": o["delegate"],
-                    "macs": o["macs"]})
+                    "macs": o["macs"], "handle": o["handle"]})
     return {"schema_version": GRAPH_SCHEMA, "delegates": index, "ops": out,
             "macs_convention": "np graph count (FLOPs/2 of conv and matmul-family ops)"}
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from np_optimizer.profiler.measure import ARCHIVE_NAME, script_archive
+from tests.helpers import ET_VERSION
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_the_script_measures_a_pte(tiny_pte: Path, layout: str) -> None:
     assert doc["expected_inputs"] == [{"shape": [2, 8], "dtype": "float32"}]
     assert doc["outputs"] == [{"shape": [2, 4], "dtype": "float32", "nbytes": 32}]
     assert doc["memory"]["peak_delta_bytes"] > 0 and "peak_delta_bytes" in doc["memory"]["definitions"]
-    assert doc["runtime"]["executorch_version"].startswith("1.4.1") and "XnnpackBackend" in doc["runtime"][
+    assert doc["runtime"]["executorch_version"].startswith(ET_VERSION) and "XnnpackBackend" in doc["runtime"][
         "registered_backends"]
     assert doc["load"]["load_ms"] > 0 and doc["host"]["cpu_count"] >= 1
     assert doc["timestamps"]["measure_start"]["epoch"] <= doc["timestamps"]["measure_end"]["epoch"]

@@ -90,7 +90,8 @@ def test_small_and_empty_samples() -> None:
 
 
 def test_profile_options_defaults_and_script_arguments() -> None:
-    assert measure_options({}) == MeasureOptions(num_executions=30, timeout_s=60.0, warmup=3)
+    assert measure_options({}) == MeasureOptions(num_executions=30, timeout_s=60.0, warmup=3,
+                                                   trace_runs=10)
     opts = measure_options({"num_executions": 7, "timeout": 2.5, "warmup": 0, "threads": None})
     assert (opts.num_executions, opts.timeout_s, opts.warmup, opts.threads) == (7, 2.5, 0, None)
     args = script_args(opts)

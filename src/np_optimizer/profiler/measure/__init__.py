@@ -45,6 +45,7 @@ class MeasureOptions:
     threads: int | None = None
     kill_grace_s: float = 10.0  # a call that hangs past timeout + grace is killed; the samples so far are kept
     load_timeout_s: float = 300.0  # imports + load of the program, not counted in the timeout
+    trace_runs: int = 0  # traced runs after the timed ones (per-layer times from an ETDump); 0: none
 
 
 @dataclass
@@ -98,6 +99,8 @@ def script_args(options: MeasureOptions) -> list[str]:
             "--kill-grace", f"{options.kill_grace_s:g}", "--load-timeout", f"{options.load_timeout_s:g}"]
     if options.threads:
         args += ["--threads", str(options.threads)]
+    if options.trace_runs:
+        args += ["--trace-runs", str(options.trace_runs)]
     return args
 
 
@@ -132,7 +135,7 @@ def failure_from_doc(doc: dict[str, Any], *, where: str, python: str, pte_name: 
 
     if kind == "runtime_missing":
         return failure("NP-DEV-424", f"The Python {python} on {where} has no ExecuTorch runtime: {detail}",
-                       "Install torch and executorch (1.4.1) into that Python, or set `python:` for the device in "
+                       "Install torch and executorch (1.5.1) into that Python, or set `python:` for the device in "
                        "devices.yaml to one that has them.")
     if kind == "backend_not_registered":
         return failure("NP-RUN-500", f"The ExecuTorch runtime on {where} cannot load {pte_name}: {detail}",

@@ -12,13 +12,16 @@ parameters) come from the checkpoint's job record and are labelled as such. Resu
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from typing import Any
 
 from np_optimizer.backends import get_backend
 from np_optimizer.errors import DeviceUnreachableError, MeasureError, UnsupportedError
-from np_optimizer.files import write_text
+from np_optimizer.files import CorruptFileError, read_json, write_bytes, write_text
+from np_optimizer.layers.graph import GRAPH_FILE
+from np_optimizer.layers.trace_map import TRACE_FILE as TRACE_MAP
 from np_optimizer.metrics import UNITS
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.profiler.measure import Measurement, MeasureOptions
@@ -39,7 +42,8 @@ _STAT_WARNINGS = ("high spread", "the first timed run")  # the stats findings sh
 
 
 def measure_options(options: dict[str, Any]) -> MeasureOptions:
-    """The run.detail.yaml profile options (num_executions, timeout, warmup; threads optional) with defaults."""
+    """The run.detail.yaml profile options (num_executions, timeout, warmup, num_layer_executions; threads
+    optional) with defaults."""
     def pick(name: str, default: Any) -> Any:
         value = options.get(name)
         return default if value is None else value
@@ -47,7 +51,8 @@ def measure_options(options: dict[str, Any]) -> MeasureOptions:
     threads = options.get("threads")
     return MeasureOptions(num_executions=max(1, int(pick("num_executions", 30))),
                           timeout_s=max(0.001, float(pick("timeout", 60))), warmup=max(0, int(pick("warmup", 3))),
-                          threads=int(threads) if threads else None)
+                          threads=int(threads) if threads else None,
+                          trace_runs=max(0, int(pick("num_layer_executions", 10))))
 
 
 def _precheck(request: ProfileRequest) -> None:
@@ -261,9 +266,51 @@ def _write_raw(request: ProfileRequest, doc: dict[str, Any] | None) -> dict[str,
     return {"raw": RAW_FILE}
 
 
-def _no_layer_costs(_result: dict[str, Any]) -> str:
-    return ("a measured round times the whole model; per-op times need an ExecuTorch runtime built with the "
-            "event tracer (ETDump), which this one lacks")
+def _no_layer_costs(result: dict[str, Any]) -> str | None:
+    if (result.get("artifacts") or {}).get("layers"):
+        return None
+    why = (result.get("extras") or {}).get("layer_times_unavailable")
+    return why or "this round traced no runs (num_layer_executions: 0, or a round of an older np)"
+
+
+TRACE_FILE = "trace.etdp"
+
+
+def _layer_times(request: ProfileRequest, doc: dict[str, Any], options: MeasureOptions,
+                 warnings: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The traced pass's ETDump (taken out of the document) written to the round's folder, and the per-layer times
+    joined from it: (artifacts, extras). What cannot be had is said once, never faked."""
+    from np_optimizer.layers.ethos_u import write_layers
+
+    trace = doc.pop("trace", None)
+    if not options.trace_runs:
+        return {}, {}
+    version = (doc.get("runtime") or {}).get("executorch_version")
+    if not trace or not trace.get("etdump_b64"):
+        why = (trace or {}).get("unavailable") or "the measuring script ran no traced pass (the timed runs were partial)"
+        text = (f"No per-layer times: {why}. The ExecuTorch runtime on {request.device.name} is {version}; per-layer "
+                "times need one built with the event tracer (the pip wheels of executorch 1.5.1 and later on Linux).")
+        warnings.append(text)
+        return {}, {"layer_times_unavailable": text}
+    request.work_dir.mkdir(parents=True, exist_ok=True)
+    data = base64.b64decode(trace["etdump_b64"])
+    write_bytes(request.work_dir / TRACE_FILE, data)
+    try:
+        from np_optimizer.layers.etdump import runs
+        from np_optimizer.layers.host_times import host_layers
+
+        document = host_layers(runs(data), read_json(request.compiled_dir / TRACE_MAP),
+                               read_json(request.compiled_dir / GRAPH_FILE),
+                               untraced_median_ms=(doc.get("quick") or {}).get("median_ms"),
+                               tool=f"ExecuTorch {version}")
+    except (OSError, ValueError, KeyError, RuntimeError, CorruptFileError) as exc:
+        text = f"No per-layer times: the trace could not be joined to the layers ({type(exc).__name__}: {exc})."
+        warnings.append(text)
+        return {"trace": TRACE_FILE}, {"layer_times_unavailable": text}
+    document.update(checkpoint=request.checkpoint, device=request.device.name, method="on-device")
+    warnings += document["warnings"]
+    summary = {"traced_runs": document["traced_runs"], **document["ratios"], "traced_ms": trace.get("ms")}
+    return {"trace": TRACE_FILE, "layers": write_layers(request.work_dir, document)}, {"layer_times": summary}
 
 
 @register_method("on-device", cacheable=False, no_layer_costs=_no_layer_costs)
@@ -292,5 +339,9 @@ def profile(request: ProfileRequest) -> MethodOutput:
                            "timings": _timings(lock, None)}
         raise
     _remember(device, request, measurement)
+    artifacts, extras = _layer_times(request, measurement.doc, options, reporter.warnings)
     _write_raw(request, measurement.doc)
-    return _build(request, options, measurement, lock, reporter.warnings)
+    output = _build(request, options, measurement, lock, reporter.warnings)
+    output.artifacts.update(artifacts)
+    output.extras.update(extras)
+    return output

@@ -84,6 +84,8 @@ def assemble(o: Options, events: Sequence[Json], started: Json, error: Optional[
             warnings += ev["warnings"]
         elif k == "end":
             end = ev
+        elif k == "trace":
+            doc["trace"] = ev["trace"]
     doc["host"] = host_info()
     if error is None:
         _results(doc, o, warm, samples, end, extra_partial_reason)

@@ -30,6 +30,7 @@ class Options:
     pretty: bool
     worker: bool
     zygote: Optional[str] = None  # np's warm measuring process (zygote.py), when it started one
+    trace_runs: int = 0  # traced runs after the timed ones (ETDump, per-layer times); 0: none
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kill-grace", type=float, default=10.0,
                    help="supervisor: seconds past the timeout before a hung call is killed")
     p.add_argument("--load-timeout", type=float, default=600.0, help="supervisor: seconds allowed for imports + load")
+    p.add_argument("--trace-runs", type=int, default=0,
+                   help="after the timed runs, this many runs with the event tracer on (ETDump in the document; 0)")
     p.add_argument("--pretty", action="store_true", help="indent the JSON document")
     p.add_argument(WORKER_FLAG, dest="worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--zygote", default=None, help=argparse.SUPPRESS)
@@ -70,16 +73,18 @@ def parse_options(argv: Sequence[str]) -> Options:
     a = build_parser().parse_args(list(argv))
     if a.warmup < 0 or a.runs < 1 or a.timeout <= 0:
         raise MeasureError("usage", "need --warmup >= 0, --runs >= 1, --timeout > 0")
+    if a.trace_runs < 0:
+        raise MeasureError("usage", "--trace-runs must be >= 0")
     if a.threads is not None and a.threads < 1:
         raise MeasureError("usage", "--threads must be >= 1")
     return Options(pte=a.pte, warmup=a.warmup, runs=a.runs, timeout=a.timeout, threads=a.threads, method=a.method,
                    input_spec=a.input_spec, seed=a.seed, int_range=a.int_range, inputs=a.inputs, no_guard=a.no_guard,
                    kill_grace=a.kill_grace, load_timeout=a.load_timeout, pretty=a.pretty, worker=a.worker,
-                   zygote=a.zygote)
+                   zygote=a.zygote, trace_runs=a.trace_runs)
 
 
 def config_section(o: Options) -> Json:
     """The document's "config" section: what was asked."""
     return {"warmup": o.warmup, "runs": o.runs, "timeout_s": o.timeout, "threads": o.threads,
             "method": o.method, "seed": o.seed, "input_spec": o.input_spec, "inputs_file": o.inputs,
-            "int_range": list(o.int_range), "guard": not o.no_guard}
+            "int_range": list(o.int_range), "guard": not o.no_guard, "trace_runs": o.trace_runs}

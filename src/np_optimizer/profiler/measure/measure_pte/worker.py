@@ -70,6 +70,11 @@ def run_worker(o: Options, em: Emitter) -> None:
              "measure_start": runs.measure_start, "measure_end": now_stamp(),
              "memory": memory_section(st_base, st_load, st_pre, st_exec, hwm_problem), "outputs": outputs},
             force=True)
+    if o.trace_runs and not runs.partial:  # after the timed runs, so they stay untraced; within the same timeout
+        from .trace import traced_pass
+
+        trace = traced_pass(runtime.module, path, o.method, inputs, o.trace_runs, o.timeout - runs.measure_ms / 1e3)
+        em.emit({"ev": "trace", "trace": trace}, force=True)
 
 
 def main_worker(o: Options) -> int:
