@@ -14,7 +14,7 @@ DEMO_DIR ?= demo-workspace
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.lock scripts/check_env.py
+$(STAMP): pyproject.toml requirements.lock scripts/check_env.py scripts/old_runtime.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing np and its pinned dependencies into $(VENV) (first time: about 2 minutes)..."
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]' 2>&1 \
@@ -23,6 +23,8 @@ $(STAMP): pyproject.toml requirements.lock scripts/check_env.py
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c requirements.lock mlia-converters-pytorch 2>&1 \
 	  | sed '/is ignored: it is neither a file nor a directory/d'
 	$(PY) scripts/check_env.py
+	@# a runtime without the event tracer, for the test of a device that cannot trace (13 MB)
+	$(PY) scripts/old_runtime.py $(VENV)/old-executorch
 	@touch $(STAMP)
 
 demo: $(STAMP)

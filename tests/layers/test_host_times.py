@@ -50,15 +50,22 @@ def traced_round(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     program = save_program(export_model(model, example), base / "cnn.pt2")
     compiled = compile_checkpoint(program, get_device("host"), base / "compiled")
     assert compiled.status == "ok" and (base / "compiled" / "model.etrecord").is_file()
-    request = ProfileRequest(checkpoint="INPUT_MODEL", job="00_input_model", program_path=program,
-                             program_sha256="0" * 64, compiled=compiled, compiled_dir=base / "compiled",
-                             device=get_device("host"), options={"num_executions": 30, "num_layer_executions": 20,
-                                                                 "threads": 1, "timeout": 120},
-                             work_dir=base / "round", log_file=base / "execution.log", log=logging.getLogger("np.T"))
-    output = get_method("on-device").profile(request)
-    assert output.artifacts.get("layers") and (base / "round" / "trace.etdp").is_file(), output.warnings
+    # The untraced median and the traced runs are taken one after the other; when the machine's load changes between
+    # them (the other test worker starting a compile), the traced runs' own median moves away from the untraced one
+    # by far more than tracing costs (2-6%). Such a round is measured again, at most twice, as a user would.
+    for attempt in range(3):
+        work = base / f"round{attempt}"
+        request = ProfileRequest(checkpoint="INPUT_MODEL", job="00_input_model", program_path=program,
+                                 program_sha256="0" * 64, compiled=compiled, compiled_dir=base / "compiled",
+                                 device=get_device("host"), options={"num_executions": 30, "num_layer_executions": 20,
+                                                                     "threads": 1, "timeout": 120},
+                                 work_dir=work, log_file=base / "execution.log", log=logging.getLogger("np.T"))
+        output = get_method("on-device").profile(request)
+        assert output.artifacts.get("layers") and (work / "trace.etdp").is_file(), output.warnings
+        if abs(output.extras["layer_times"]["tracing_cost_pct"]) <= 20:
+            break
     classes = {name: type(module).__name__ for name, module in model.named_modules()}
-    return read_layers(base / "round" / output.artifacts["layers"]), output, classes
+    return read_layers(work / output.artifacts["layers"]), output, classes
 
 
 def test_rows_are_keyed_by_module_paths_and_add_up(traced_round: tuple[dict[str, Any], Any, dict[str, str]]) -> None:

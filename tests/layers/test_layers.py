@@ -406,6 +406,23 @@ def test_layer_diff_merges_a_fused_layers_cost_into_its_target() -> None:
     assert [d["key"] for d in diff["snr_drops"]] == ["head", "stem"]
 
 
+def test_a_measured_layer_change_within_its_spread_is_not_significant() -> None:
+    from np_optimizer.layers.views import layer_diff
+
+    def column(layers: list[tuple[str, float, float | None]], unit: str = "ms") -> dict[str, Any]:
+        return {"layers": {"cost": {"unit": unit}, "layers": [{"key": k, "cost": c, "spread_ms": s}
+                                                              for k, c, s in layers]},
+                "placement": {}, "module_map": {}, "snr": None}
+
+    diff = layer_diff(column([("conv", 1.00, 0.05), ("head", 0.20, 0.01)]),
+                      column([("conv", 0.60, 0.04), ("head", 0.21, 0.02)]))
+    assert {c["key"]: c["significant"] for c in diff["cost_changes"]} == {"conv": True, "head": False}
+    # estimates carry no spread: every change counts; a share compared across units with a measured side: unknown
+    estimated = layer_diff(column([("conv", 100, None)], "cycles"), column([("conv", 101, None)], "cycles"))
+    assert estimated["cost_changes"][0]["significant"] is True
+    mixed = layer_diff(column([("conv", 100, None)], "cycles"), column([("conv", 0.5, 0.1)]))
+    assert mixed["cost_field"] == "share_pct" and mixed["cost_changes"][0]["significant"] is None
+
 
 def test_overhead_without_module_goes_to_the_producing_layer() -> None:
     conv = {"a": ("conv", "torch.nn.modules.conv.Conv2d")}

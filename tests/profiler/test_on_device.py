@@ -284,3 +284,20 @@ def test_a_warm_process_started_ahead_is_the_one_measurements_fork_from(models: 
     assert warm._running[sys.executable].proc is started
     warm.stop_warm_processes()
     assert started.poll() is not None
+
+
+def test_a_removed_archive_starts_a_new_warm_process(models: MlpModels, tmp_path: Path) -> None:
+    """A temp cleaner removes the script while the warm process runs: the next measurement (traced pass included)
+    forks from a new warm process on the rebuilt archive, not from the old one that can no longer read it."""
+    from np_optimizer.profiler.measure import script_archive, warm
+
+    warm.stop_warm_processes()
+    assert warm.warm_socket(sys.executable, script_archive()) is not None  # running, its imports done
+    old = warm._running[sys.executable].proc
+    script_archive().unlink()
+    output = _profile(request_for(models, tmp_path / "gone", {"num_executions": 3, "warmup": 1, "timeout": 60,
+                                                               "num_layer_executions": 2}))
+    assert output.provenance["worker_start"].startswith("forked")
+    assert "layer_times" in output.extras  # the traced pass ran in the forked worker
+    assert warm._running[sys.executable].proc is not old and old.poll() is not None
+    warm.stop_warm_processes()

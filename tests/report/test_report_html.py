@@ -166,6 +166,12 @@ def test_html_report_in_a_real_browser(samples: dict[str, Path], run_np, tmp_pat
     for warning in doc["warnings"]:
         assert " ".join(warning.split()) in " ".join(text.split())
     assert "Glossary" in text and "Pareto" in text
+    # the per-layer section: each checkpoint with per-layer costs, its top layer the one np report --layers ranks first
+    assert [a for a, _svg, _row in dom.find("section") if a.get("data-section") == "per_layer"]
+    heads = {a["data-checkpoint"] for a, _svg, _row in dom.find("h4") if "data-checkpoint" in a}
+    assert heads == ({"INPUT_MODEL", "GRAPH_QUANTIZE"} if sample == "cpu" else {"GRAPH_QUANTIZE"})
+    top = run_np("report", "--layers", "GRAPH_QUANTIZE", "--json", cwd=exp).json
+    assert top["layers"][0]["key"] in text and ("Time (ms)" if sample == "cpu" else "Cycles") in text
     if sample == "cpu":  # measured rounds with their spread, from the raw samples
         rounds = [a for a, _svg, _row in dom.find("g") if a.get("class") == "round"]
         assert len(rounds) == 2 and all(int(r["data-n"]) == 12 for r in rounds)
@@ -318,3 +324,25 @@ def test_html_and_check_read_stored_results_without_torch(samples: dict[str, Pat
     proc = sp.run([sys.executable, "-c", code], cwd=samples["npu"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stdout and (tmp_path / "r.html").is_file() and (tmp_path / "j.xml").is_file()
+
+
+@pytest.mark.np_run
+def test_compare_diffs_measured_layer_times_by_their_spread(samples: dict[str, Path], run_np) -> None:
+    """sample_cpu's two checkpoints measured on host with traced runs: np compare diffs their layer times, each
+    change marked significant or not against the layers' measured IQRs."""
+    exp = samples["cpu"]
+    doc = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", "--json", cwd=exp).json
+    diff = doc["diffs"][0]
+    assert diff["cost_field"] == "cost" and diff["cost_changes"]
+    spreads = {}
+    for checkpoint in ("INPUT_MODEL", "GRAPH_QUANTIZE"):
+        layers = run_np("report", "--layers", checkpoint, "--top", "1000", "--json", cwd=exp).json
+        assert layers["cost"]["unit"] == "ms" and layers["result_kind"] == "measured"
+        spreads[checkpoint] = {e["key"]: e["spread_ms"] for e in layers["layers"]}
+    for change in diff["cost_changes"]:
+        if change["only_in"] or change["merged"]:
+            continue
+        widest = max(spreads["INPUT_MODEL"][change["key"]], spreads["GRAPH_QUANTIZE"][change["key"]])
+        assert change["significant"] == (abs(change["delta"]) > widest), change
+    table = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", cwd=exp).stdout
+    assert "Layers whose cost changed most" in table

@@ -172,7 +172,12 @@ def test_experiments_create_detail_ls_info(run_np, workspace: Path) -> None:
     text = (exp / "run.detail.yaml").read_text()
     assert "profile[0]:   # INPUT_MODEL" in text and "profile[1]:   # GRAPH_QUANTIZE" in text
     data = yaml.safe_load(text)["detail"]
-    assert data["profile[1]"] == {"num_executions": 30, "timeout": 60, "warmup": 3}
+    assert data["profile[1]"] == {
+        "num_executions": 30,
+        "num_layer_executions": 10,
+        "timeout": 60,
+        "warmup": 3,
+    }
     assert data["graph_quantize[0]"]["calibration"]["num_samples"] == 32
     # a user's value survives a second `detail`
     (exp / "run.detail.yaml").write_text(text.replace("num_executions: 30", "num_executions: 5", 1))

@@ -13,6 +13,7 @@ import functools
 import logging
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule, Node
 
-__all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary"]
+__all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary", "PARTITION_DEBUG"]
 
 # The Arm backend runs Vela with --verbose-all (hundreds of lines per delegate) whenever this logger is enabled for
 # INFO, which a root logger at INFO does: keep it at WARNING while lowering.
@@ -107,6 +108,37 @@ def _vela_safe(artifacts: Path, config_ini: Path) -> Iterator[tuple[Path, Path]]
         shutil.rmtree(work, ignore_errors=True)
 
 
+PARTITION_DEBUG = "debug_{tag}.json"  # one per NPU partition, beside its output_{tag}_<spec>.tosa
+_PATCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _debug_per_partition() -> Iterator[None]:
+    """Keep each NPU partition's Arm debug information: ExecuTorch's TOSA backend writes every partition's to the same
+    debug.json, so all but the last would be lost (its per-layer rows then key the other partitions' TOSA names to
+    nothing, or to the wrong module). After each partition's TOSA preprocessing, its debug.json is copied under the
+    partition's delegation tag, the tag its .tosa file is named by."""
+    from executorch.backends.arm.tosa.backend import TOSABackend, arm_get_first_delegation_tag
+
+    original = TOSABackend._preprocess
+
+    def keep(edge_program: Any, compile_spec: Any) -> Any:
+        result = original(edge_program, compile_spec)
+        folder = compile_spec._get_intermediate_path()
+        debug = Path(folder) / "debug.json" if folder else None
+        if debug is not None and debug.is_file():
+            tag = arm_get_first_delegation_tag(edge_program.graph_module) or "tag"
+            shutil.copyfile(debug, debug.with_name(PARTITION_DEBUG.format(tag=tag)))
+        return result
+
+    with _PATCH_LOCK:
+        TOSABackend._preprocess = staticmethod(keep)
+        try:
+            yield
+        finally:
+            TOSABackend._preprocess = original
+
+
 def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
     """The target profile and the Vela settings it resolves to (system config, memory mode, vela.ini). The vela.ini
     is named, not located: its content is fixed by the MLIA version, which is in the key too, and the same tools
@@ -133,7 +165,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
                                  config_ini=str(config_ini))
         spec.dump_intermediate_artifacts_to(str(work))  # before the partitioner copies the spec
         spec.dump_debug_info(ArmCompileSpec.DebugMode.JSON)  # debug.json: TOSA op -> nn_module_stack, for the layers
-        with _logger_level(_VERBOSE_LOGGER, logging.WARNING):
+        with _logger_level(_VERBOSE_LOGGER, logging.WARNING), _debug_per_partition():
             return to_edge_transform_and_lower(
                 program,
                 partitioner=[EthosUPartitioner(spec)],

@@ -38,9 +38,9 @@ PTE_FILE = "model.pte"  # in every compile folder
 __all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note"]
 
 _log = logging.getLogger("np.Compiler")
-# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug.json, ...): raised when that
+# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...): raised when that
 # changes, so cached compilations without the new files are not reused.
-COMPILE_LAYOUT = 2
+COMPILE_LAYOUT = 3
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:

@@ -110,9 +110,11 @@ def join_rows(rows: list[VelaRow], events: list[dict[str, Any]] | None, root_cla
         key, tosa_name = _lookup(row.raw_id, keys)
         family = op_family(str(row.values.get("tosa_op") or row.values.get("vela_op") or ""))
         # Vela's own splits (the Transpose before a ReduceSum) are data movement whatever op they serve, and so is a
-        # node the Arm backend rewrote (executorch 1.5 runs a pad as a CONV2D that keeps the pad's name)
+        # node the Arm backend rewrote (executorch 1.5 runs a pad as a CONV2D that keeps the pad's name). Other names
+        # say nothing: Vela names a row by its output tensor, often a rescale or reshape fused into a real op.
+        named = op_family(str(tosa_name or row.raw_id))
         overhead = is_overhead(family) or is_overhead(op_family(str(row.values.get("vela_op") or ""))) or \
-            is_overhead(op_family(str(tosa_name or row.raw_id)))
+            "pad" in named
         if key is None:
             unmatched.append(row.raw_id)
             key = LayerKey(ROOT, "?", row.raw_id)

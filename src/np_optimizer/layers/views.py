@@ -2,7 +2,8 @@
 of checkpoints with the layer diff.
 
 Significance: an estimate is deterministic (same input, same tool: same number), so any change is significant; a
-measured latency carries its spread, and a change no larger than the larger IQR of the two is "not significant".
+measured latency carries its spread, and a change no larger than the larger IQR of the two is "not significant". The
+same holds for a layer's measured time (its IQR over the traced runs).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _by_key(document: dict[str, Any] | None, names: dict[str, str | None] | None
             out[key] = dict(entry) | {"merged": [] if key == entry["key"] else [entry["key"]]}
             continue
         merged = out[key]
-        for field in ("cost", "share_pct"):
+        for field in ("cost", "share_pct", "spread_ms"):  # spreads added: an upper bound for the merged layer
             if entry.get(field) is not None:
                 merged[field] = (merged.get(field) or 0) + entry[field]
         merged["merged"] = [*merged["merged"], entry["key"]]
@@ -111,6 +112,18 @@ def _snr_drops(base: dict[str, Any], other: dict[str, Any], names: dict[str, str
     return drops[:limit]
 
 
+def _significant(delta: float, a: dict[str, Any] | None, b: dict[str, Any] | None, field: str) -> bool | None:
+    """A layer's change against the measured spread of its time on either side (the larger IQR), as for the totals;
+    an estimate's change always counts. None when the sides are compared by share and one was measured (a share
+    carries no spread of its own)."""
+    spreads = [float(x["spread_ms"]) for x in (a, b) if x and x.get("spread_ms") is not None]
+    if not spreads:
+        return True
+    if field != "cost":
+        return None
+    return abs(delta) > max(spreads)
+
+
 def layer_diff(base: dict[str, Any], other: dict[str, Any], limit: int = 10) -> dict[str, Any]:
     """Layers whose cost changed most, layers that moved between NPU/delegate and CPU, layers whose SNR dropped.
     Keys are matched through the checkpoints' maps from INPUT_MODEL (lineage.py): a BN fused into its conv is
@@ -134,7 +147,8 @@ def layer_diff(base: dict[str, Any], other: dict[str, Any], limit: int = 10) -> 
         delta = float(vb or 0) - float(va or 0)
         changes.append({"key": key, "class": (b or a or {}).get("class"), "before": va, "after": vb, "delta": delta,
                         "field": field, "only_in": None if a and b else ("after" if b else "before"),
-                        "merged": [m for m in (a or {}).get("merged") or [] if m != key]})
+                        "merged": [m for m in (a or {}).get("merged") or [] if m != key],
+                        "significant": _significant(delta, a, b, field)})
     changes.sort(key=lambda c: -abs(c["delta"]))
     placements = {}
     for old, where in (base.get("placement") or {}).items():

@@ -275,7 +275,8 @@ class Table:
 class ExperimentPage:
     """What the HTML page shows of one experiment, read from its folder before rendering (the renderer reads no
     file): its report, the budgets verdict (of --check, else of run.yaml's budgets: section, shown not enforced) and
-    the raw latency samples of its measured rounds, by the artifact path each round recorded."""
+    the raw latency samples of its measured rounds, by the artifact path each round recorded, and the costliest layers
+    of each checkpoint that has per-layer data."""
 
     name: str
     report: ExperimentReport
@@ -284,3 +285,4 @@ class ExperimentPage:
     budget_warning: str | None = None  # why run.yaml's budgets could not be shown
     budgets: tuple[tuple[str, float, str], ...] = ()  # (key, limit, origin) of each budget, for the charts' lines
     samples: dict[str, list[float]] = field(default_factory=dict)
+    layers: tuple[LayersRecord, ...] = ()  # each profiled checkpoint's costliest layers (np report --layers)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.errors import NotFoundError, UsageError
+from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.layers.coverage import BOUNDARY_OPS
 from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics
 from np_optimizer.layers.graph import GRAPH_FILE
@@ -18,7 +18,7 @@ from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
-__all__ = ["layers_record", "compare_record"]
+__all__ = ["layers_record", "checkpoint_layers", "compare_record"]
 
 
 def _rows(exp: Experiment) -> list[PipelineRow]:
@@ -113,9 +113,24 @@ def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
         "_file": str(path.relative_to(exp.root)) if path is not None else ""}
 
 
-def layers_record(exp: Experiment, checkpoint: str | None, top: int) -> LayersRecord:
-    """The `top` costliest layers of `checkpoint` (default: the last profiled one)."""
+def checkpoint_layers(exp: Experiment, top: int) -> tuple[LayersRecord, ...]:
+    """The `top` costliest layers of every checkpoint whose round has per-layer costs (the HTML report's section);
+    a checkpoint whose per-layer file cannot be read is left out (np report --layers CHECKPOINT says why)."""
     rows = _rows(exp)
+    out = []
+    for row in rows:
+        if row.profile and row.profile.get("status") == "SUCCESS" and (row.profile.get("artifacts") or {}).get("layers"):
+            try:
+                out.append(layers_record(exp, row.checkpoint, top, rows=rows))
+            except NpError:
+                continue
+    return tuple(out)
+
+
+def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
+                  rows: list[PipelineRow] | None = None) -> LayersRecord:
+    """The `top` costliest layers of `checkpoint` (default: the last profiled one)."""
+    rows = _rows(exp) if rows is None else rows
     if not rows:
         raise NotFoundError(f"{exp.name} has no checkpoints yet.", hint="Run it first: `np run`.", code="NP-RPT-404")
     row = _pick(rows, checkpoint, exp) if checkpoint or any(

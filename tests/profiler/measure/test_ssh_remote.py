@@ -89,6 +89,8 @@ def test_measurement_over_ssh(sshd: SshServer, models: MlpModels, tmp_path: Path
     assert output.provenance["runs_done"] == 8 and output.provenance["python"]
     assert {m.metric_type for m in output.metrics} == {"LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "PARAMS"}
     assert f"measured on {DEVICE}" in output.metrics[0].source
+    # the remote runtime has the event tracer: the traced pass came home in the document and gave layer rows
+    assert output.artifacts["layers"] and output.extras["layer_times"]["traced_runs"] > 0
     # the files went to a fresh folder under the device's work_dir, removed afterwards
     work = Path(device.work_dir)
     assert work.is_dir() and list(work.iterdir()) == []
@@ -122,6 +124,29 @@ def test_remote_python_without_executorch(sshd: SshServer, models: MlpModels, tm
     error = assert_one_clear_error(output, "NP-DEV-424")
     assert python in error["message"] and "ExecuTorch" in error["message"] and "python:" in error["hint"]
     assert error["kind"] == "runtime_missing"
+
+
+OLD_RUNTIME = Path(__file__).resolve().parents[3] / ".venv" / "old-executorch"
+
+
+def test_a_remote_runtime_without_the_tracer_says_so_once(sshd: SshServer, models: MlpModels, tmp_path: Path) -> None:
+    """The device's ExecuTorch is 1.4.1 (its real pybindings, built without the event tracer): the round measures as
+    before and says once, with both versions, why it has no per-layer times; no layer row is made up."""
+    if not (OLD_RUNTIME / "executorch" / "version.py").is_file():  # `make venv` unpacks it; pytest alone does too
+        subprocess.run([sys.executable, str(OLD_RUNTIME.parents[1] / "scripts" / "old_runtime.py"), str(OLD_RUNTIME)],
+                       check=True)
+    python = tmp_path / "python-et141"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={OLD_RUNTIME} exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    request = request_for(models, tmp_path / "job", {"num_executions": 4, "warmup": 1, "timeout": 60},
+                          device=DEVICE, remote=remote(sshd, tmp_path, python=str(python)))
+    output = get_method("on-device").profile(request)
+    assert raw_document(request, output)["runtime"]["executorch_version"].startswith("1.4.1")
+    assert [m.metric_type for m in output.metrics][0] == "LATENCY" and not output.partial
+    assert "layers" not in output.artifacts and "trace" not in output.artifacts
+    said = [w for w in output.warnings if "per-layer times" in w]
+    assert len(said) == 1 and "1.4.1" in said[0] and "1.5.1" in said[0] and "event tracer" in said[0]
+    assert output.extras["layer_times_unavailable"] == said[0]
 
 
 def test_remote_python_that_does_not_exist(sshd: SshServer, models: MlpModels, tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from np_optimizer.records import CompareRecord, LayersRecord, to_dict
 
 __all__ = ["show_layers", "show_compare"]
 
-_LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "share_pct", "overhead_cost",
-                "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "snr_db", "raw_ids"]
+_LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "spread", "share_pct",
+                "overhead_cost", "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "snr_db", "raw_ids"]
 
 
 _COST_HEADER = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}  # the cost column, by its unit
@@ -41,7 +41,7 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         return
     if mode == "plain":
         rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
-                 unit, e.get("share_pct"), e.get("overhead_cost"), e.get("macs"), e.get("util_mac_pct"),
+                 unit, e.get("spread_ms"), e.get("share_pct"), e.get("overhead_cost"), _macs(e), e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
                  "identical" if e.get("snr_identical") else e.get("snr_db"),
                  " ".join(e.get("raw_ids") or [])] for e in record.layers]
@@ -49,7 +49,7 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), _num(e.get("cost"), unit),
               "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", _num(e.get("overhead_cost"), unit),
-              "-" if e.get("macs") is None else humanize_count(e["macs"]),
+              "-" if _macs(e) is None else humanize_count(_macs(e)),
               "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%", _snr(e, record.snr),
               ", ".join((e.get("raw_ids") or [])[:2]) + (" ..." if len(e.get("raw_ids") or []) > 2 else "")]
              for e in record.layers]
@@ -64,6 +64,9 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     if unit == "MACs":  # ranked by MACs already: the tool's MACs and utilisation columns would stay empty
         columns = columns[:6] + columns[8:]
         cells = [row[:6] + row[8:] for row in cells]
+    elif unit == "ms":  # measured: each time's spread beside it; no MAC utilisation on a CPU
+        columns = columns[:4] + ["IQR (ms)"] + columns[4:7] + columns[8:]
+        cells = [row[:4] + [_num(e.get("spread_ms"))] + row[4:7] + row[8:] for row, e in zip(cells, record.layers)]
     print_table(title, columns, cells, caption=caption)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
@@ -78,6 +81,11 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         warn(text)
     if coverage.get("partial") and coverage.get("left_out"):
         warn("Not estimated (run on the CPU): " + ", ".join(e["key"] for e in coverage["left_out"]))
+
+
+def _macs(entry: dict[str, Any]) -> Any:
+    """The tool's MACs (Vela's on Ethos-U), else the graph's count (a measured CPU layer)."""
+    return entry.get("macs") if entry.get("macs") is not None else entry.get("graph_macs")
 
 
 def _snr(entry: dict[str, Any], about: dict[str, Any] | None) -> str:
@@ -141,8 +149,9 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         print_plain(["metric", "checkpoint", "value", "unit", "delta", "significant", "coverage"], rows,
                     section="totals")
         for diff in record.diffs:
-            print_plain(["key", "before", "after", "delta", "field"],
-                        [[c["key"], c["before"], c["after"], c["delta"], c["field"]] for c in diff["cost_changes"]],
+            print_plain(["key", "before", "after", "delta", "field", "significant"],
+                        [[c["key"], c["before"], c["after"], c["delta"], c["field"],
+                          "" if c.get("significant") is None else c["significant"]] for c in diff["cost_changes"]],
                         section=f"layer_cost:{diff['other']}")
             print_plain(["key", "before", "after"], [[p["key"], p["before"], p["after"]]
                                                      for p in diff["placement_changes"]],
@@ -160,11 +169,15 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
         changes = [[c["key"] + (f" (+ {', '.join(c['merged'])} fused)" if c.get("merged") else ""),
-                    c.get("class") or "-", _num(c["before"]), _num(c["after"]), _num(c["delta"])]
+                    c.get("class") or "-", _num(c["before"]), _num(c["after"]),
+                    _num(c["delta"]) + (" n.s." if c.get("significant") is False else "")]
                    for c in diff["cost_changes"]]
         if changes:
+            spread = any(c.get("significant") is False for c in diff["cost_changes"])
             print_table(f"Layers whose {field} changed most: {diff['base']} -> {diff['other']}",
-                        ["Layer", "Class", "Before", "After", "Change"], changes)
+                        ["Layer", "Class", "Before", "After", "Change"], changes,
+                        caption="n.s.: within the larger of the two layers' measured spreads (IQR over the traced "
+                                "runs)" if spread else None)
         moves = [[p["key"], p["before"], p["after"]] for p in diff["placement_changes"]]
         if moves:
             print_table(f"Layers that moved: {diff['base']} -> {diff['other']}", ["Layer", "Before", "After"], moves)

@@ -34,6 +34,7 @@ class _Warm:
     proc: subprocess.Popen[bytes]
     socket: str
     folder: Path
+    archive: Path  # the script it runs: a new archive (the old one removed by a temp cleaner) means a new process
     ready: bool = False  # it printed "ready": its imports worked
 
 
@@ -59,7 +60,7 @@ def start_warm(python: str, archive: Path) -> None:
     if _turned_off():
         return
     warm = _running.get(python)
-    if warm is not None and warm.proc.poll() is None:
+    if warm is not None and warm.proc.poll() is None and warm.archive == archive:
         return
     if warm is not None:
         _stop(python)
@@ -72,7 +73,7 @@ def start_warm(python: str, archive: Path) -> None:
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
         return
-    _running[python] = _Warm(proc, socket_path, folder)
+    _running[python] = _Warm(proc, socket_path, folder, archive)
 
 
 def warm_socket(python: str, archive: Path) -> str | None:

@@ -5,7 +5,8 @@ grow beside the pipeline table (per-layer tables, accuracy metrics, ...).
     def per_layer(ctx: SectionContext) -> Markup | None:
         ...  # read the stored per-layer files under ctx.folder; return escaped HTML, or None to leave it out
 
-A section reads stored results only (no torch). Its HTML is placed in the experiment's page in `order`, after the
+A section is a module of this package (layer_section.py), found when the sections are first read. It reads stored
+results only (no torch). Its HTML is placed in the experiment's page in `order`, after the
 charts and before the post-hoc rounds (templates/experiment.html.j2, the `extra_sections` loop); build it with
 markupsafe (escape user text) or a template of its own under templates/.
 """
@@ -36,7 +37,7 @@ class Section:
 
 
 SectionFunction = Callable[[SectionContext], Markup | None]
-_SECTIONS: Registry[tuple[int, str, SectionFunction]] = Registry("HTML section")
+_SECTIONS: Registry[tuple[int, str, SectionFunction]] = Registry("HTML section", package="np_optimizer.report.html")
 
 
 def html_section(name: str, *, title: str, order: int = 50) -> Callable[[SectionFunction], SectionFunction]:

@@ -18,6 +18,7 @@ from .parent import set_death_signal
 from .protocol import Emitter, MeasureError, error_dict, exit_code, now_stamp, print_doc, private_stdout
 from .pte import find_plan, model_section
 from .timing import timed_runs
+from .trace import traced_pass  # at import: a forked worker must not read the archive again (it may be gone)
 
 
 def run_worker(o: Options, em: Emitter) -> None:
@@ -71,8 +72,6 @@ def run_worker(o: Options, em: Emitter) -> None:
              "memory": memory_section(st_base, st_load, st_pre, st_exec, hwm_problem), "outputs": outputs},
             force=True)
     if o.trace_runs and not runs.partial:  # after the timed runs, so they stay untraced; within the same timeout
-        from .trace import traced_pass
-
         trace = traced_pass(runtime.module, path, o.method, inputs, o.trace_runs, o.timeout - runs.measure_ms / 1e3)
         em.emit({"ev": "trace", "trace": trace}, force=True)
 

@@ -1,0 +1,75 @@
+"""The HTML report's per-layer section: for each checkpoint whose round has per-layer costs (cycles estimated on an
+Ethos-U NPU, time measured on a CPU), its costliest layers by module path, the same rows as `np report --layers`.
+Every text from the files (module paths, class names, warnings) is escaped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from np_optimizer.records import LayersRecord
+from np_optimizer.report.html.sections import SectionContext, html_section
+
+__all__ = ["per_layer"]
+
+_COST = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}
+
+
+def _num(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit in ("cycles", "MACs") or isinstance(value, int):
+        return f"{int(value):,}"
+    return f"{value:.3g}" if abs(value) < 1 else f"{value:,.3f}"
+
+
+def _snr(entry: dict[str, Any], record: LayersRecord) -> str:
+    if record.snr is None:
+        return "-"
+    if record.snr.get("reference"):
+        return "(ref)"
+    if entry.get("snr_identical"):
+        return "identical"
+    return "-" if entry.get("snr_db") is None else f"{entry['snr_db']:.1f}"
+
+
+def _table(record: LayersRecord) -> Markup:
+    unit = str(record.cost.get("unit") or "")
+    measured = unit == "ms"
+    head = ["Layer (module path)", "Class", "Placement", _COST.get(unit, unit)] + (["IQR (ms)"] if measured else []) \
+        + ["Share", "MACs", "SNR (dB)", "Tool ops"]
+    rows = []
+    for e in record.layers:
+        macs = e.get("macs") if e.get("macs") is not None else e.get("graph_macs")
+        cells: list[tuple[str, bool]] = [(str(e.get("key")), False), (str(e.get("class") or "-"), False),
+                                         (str(e.get("placement") or "-"), False), (_num(e.get("cost"), unit), True)]
+        if measured:
+            cells.append((_num(e.get("spread_ms")), True))
+        cells += [("-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", True),
+                  (_num(macs, "MACs"), True), (_snr(e, record), True),
+                  (", ".join((e.get("raw_ids") or [])[:3]) + (" ..." if len(e.get("raw_ids") or []) > 3 else ""), False)]
+        rows.append(Markup("<tr>") + Markup("").join(
+            Markup('<td class="num">{}</td>' if num else "<td>{}</td>").format(text) for text, num in cells)
+            + Markup("</tr>"))
+    title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
+            f"({record.device}, {record.method}, {record.result_kind})"
+    source = f"Total {_num(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
+    notes = Markup("").join(Markup("<li>{}</li>").format(w) for w in record.warnings)
+    return (Markup('<h4 data-checkpoint="{}">{}</h4>').format(record.checkpoint, title)
+            + Markup('<table class="data layers"><thead><tr>')
+            + Markup("").join(Markup('<th scope="col">{}</th>').format(h) for h in head)
+            + Markup("</tr></thead><tbody>") + Markup("").join(rows) + Markup("</tbody></table>")
+            + Markup('<p class="caption">{} More: <code>np report --layers {} --top N</code>.</p>').format(
+                source, record.checkpoint)
+            + (Markup('<ul class="warnings">{}</ul>').format(notes) if notes else Markup("")))
+
+
+@html_section("per_layer", title="Where the time goes: per-layer breakdown", order=40)
+def per_layer(ctx: SectionContext) -> Markup | None:
+    if not ctx.page.layers:
+        return None
+    return Markup("").join(_table(record) for record in ctx.page.layers) + Markup(
+        '<p class="caption">{}</p>').format(escape(
+            "Each layer's cost with what a delegate or the compiler inserted for it (transposes, re-quantization) "
+            "attributed to it; rows no layer owns (delegate overhead, runtime framing) are listed as such."))
