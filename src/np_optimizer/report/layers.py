@@ -105,8 +105,7 @@ def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
             for op in graph["ops"] if op.get("delegated") or not any(b in str(op.get("op")) for b in BOUNDARY_OPS)]
     return {"result_kind": "static", "cost": {"field": "graph_macs", "unit": "MACs", "total": sum(
         int(r["graph_macs"] or 0) for r in rows), "source": f"{graph.get('macs_convention')}; no per-layer time or "
-        f"cycles on {backend} (MLIA has no CPU target; per-op times need an ExecuTorch runtime with the event "
-        "tracer, which this one lacks): layers ranked by MACs"},
+        f"cycles on {backend} ({_no_costs_reason(row)}): layers ranked by MACs"},
         "coverage": None, "layers": aggregate(rows, "graph_macs"), "rows": rows,
         "warnings": ["No per-layer cost for this checkpoint on this device: the ranking is by MACs (a static "
                      "count), with each layer's placement from the compile."],
