@@ -11,6 +11,7 @@ import contextlib
 import csv
 import functools
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule, Node
 
-__all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary", "PARTITION_DEBUG"]
+__all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary", "PARTITION_DEBUG",
+           "partition_files"]
 
 # The Arm backend runs Vela with --verbose-all (hundreds of lines per delegate) whenever this logger is enabled for
 # INFO, which a root logger at INFO does: keep it at WARNING while lowering.
@@ -109,6 +111,14 @@ def _vela_safe(artifacts: Path, config_ini: Path) -> Iterator[tuple[Path, Path]]
 
 
 PARTITION_DEBUG = "debug_{tag}.json"  # one per NPU partition, beside its output_{tag}_<spec>.tosa
+_TOSA_TAG = re.compile(r"^output_(tag(\d+))_.*\.tosa$")
+
+
+def partition_files(folder: Path) -> list[tuple[str, Path]]:
+    """(delegation tag, .tosa) of each NPU partition the lowering left in `folder`, in tag order (tag2 before
+    tag10); the tag also names the partition's Arm debug information (PARTITION_DEBUG)."""
+    found = [(m, p) for p in folder.glob("output_tag*.tosa") if (m := _TOSA_TAG.match(p.name))]
+    return [(m.group(1), p) for m, p in sorted(found, key=lambda mp: int(mp[0].group(2)))]
 _PATCH_LOCK = threading.Lock()
 
 
@@ -186,7 +196,7 @@ def describe_ethos_u(program: ExportedProgram, target: str | None, stats: dict[s
     artifacts = work_dir / "ethos_u"
     # Files of executorch 1.4.1's Arm backend: output_tag<N>_<spec>.tosa per delegate, and Vela's
     # output/out_summary_<system config>.csv for the last delegate only (Vela overwrites per delegate).
-    tosa = sorted(artifacts.glob("output_tag*.tosa"))
+    tosa = [path for _tag, path in partition_files(artifacts)]
     summaries = sorted(artifacts.glob("output/out_summary_*.csv"))
     quantized = is_quantized(program)
     fields: dict[str, Any] = {}

@@ -5,7 +5,6 @@ program beside them, and the coverage of the round's totals. No torch."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,6 @@ from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.vela import DEBUG_FILE, join_rows, read_debug_info, read_per_layer_csv
 
 __all__ = ["ethos_u_layers", "write_layers"]
-
-_TAG = re.compile(r"output_(tag\d+)_")  # output_tag0_TOSA-1.0+INT+u55.tosa: the partition's delegation tag
 
 
 def _per_layer_csv(estimate: dict[str, Any]) -> Path | None:
@@ -43,8 +40,8 @@ def _partition_debug(compiled_dir: Path, estimate: dict[str, Any], partitions: i
     the per-partition files (an older np) gives none rather than the last partition's, which would key this
     partition's rows to the wrong modules."""
     folder = compiled_dir / "ethos_u"
-    match = _TAG.match(str(estimate.get("tosa_file") or ""))
-    path = folder / PARTITION_DEBUG.format(tag=match.group(1)) if match else None
+    tag = estimate.get("partition_tag")
+    path = folder / PARTITION_DEBUG.format(tag=tag) if tag else None
     if path is None or not path.is_file():
         path = folder / DEBUG_FILE if partitions == 1 else None
     if path is None or not path.is_file():

@@ -72,20 +72,20 @@ def _value(estimate: dict[str, Any], name: str) -> float:
 def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[str], list[str], str]:
     """MLIA estimates (one per .tosa, or one of the float .pt2), notices and warnings, and what was estimated."""
     from np_optimizer.adapters.mlia import estimate
+    from np_optimizer.backends.ethos_u import partition_files
 
     target = request.device.mlia_target or ""
     compiled = request.compiled
     notices: list[str] = []
     warnings: list[str] = []
     if compiled.status == "ok":
-        tosa = sorted((request.compiled_dir / "ethos_u").glob("output_tag*.tosa"),  # tag2 before tag10
-                      key=lambda p: (len(p.name.split("_")[1]), p.name))
+        tosa = partition_files(request.compiled_dir / "ethos_u")
         if not tosa:
             raise EstimateError(f"The compiled {request.checkpoint} has no .tosa file in "
                                 f"{request.compiled_dir / 'ethos_u'}.", hint="Compile it again: `np profile --force` "
                                 "after deleting that compiled_* folder.")
-        estimates = [estimate(path, target, request.work_dir / f"mlia_partition{i}") | {"tosa_file": path.name}
-                     for i, path in enumerate(tosa)]
+        estimates = [estimate(path, target, request.work_dir / f"mlia_partition{i}")
+                     | {"tosa_file": path.name, "partition_tag": tag} for i, (tag, path) in enumerate(tosa)]
         if len(tosa) > 1:
             warnings.append(f"The checkpoint lowered to {len(tosa)} NPU partitions: MLIA estimated each, and np summed "
                             "their latency, MACs, weights and memory (memory is then an upper bound).")
