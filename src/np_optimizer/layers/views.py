@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["top_layers", "TOTALS", "compare_totals", "layer_diff", "ROUNDING_DB"]
+__all__ = ["top_layers", "TOTALS", "compare_totals", "layer_diff", "ROUNDING_DB", "COST_HEADER", "cost_text",
+           "layer_macs", "snr_text"]
 
 # (metric type, label, unit shown, lower is better)
 TOTALS: tuple[tuple[str, str, str, bool], ...] = (
@@ -18,6 +19,37 @@ TOTALS: tuple[tuple[str, str, str, bool], ...] = (
     ("MODEL_WEIGHT_MEMORY", "Weights", "B", True), ("MACS", "MACs", "MACs", True), ("SNR", "SNR", "dB", False),
     ("PTE_SIZE", "PTE size", "B", True), ("DELEGATED_SHARE", "Delegated ops", "%", False),
 )
+
+
+COST_HEADER = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}  # a layer table's cost column, by its unit
+
+
+def cost_text(value: Any, unit: str = "") -> str:
+    """A layer cost or change as the tables show it: whole cycles with separators, else three significant digits
+    below 1 and two decimals above."""
+    if value is None:
+        return "-"
+    if unit == "cycles" or isinstance(value, int):
+        return f"{int(value):,}"
+    return f"{value:.3g}" if abs(value) < 1 else f"{value:,.2f}"
+
+
+def layer_macs(entry: dict[str, Any]) -> Any:
+    """The tool's MACs (Vela's on Ethos-U), else the graph's count (a measured CPU layer)."""
+    return entry.get("macs") if entry.get("macs") is not None else entry.get("graph_macs")
+
+
+def snr_text(entry: dict[str, Any], about: dict[str, Any] | None) -> str:
+    """A layer's SNR cell: (ref) on INPUT_MODEL, identical, dB with the zeroed and weak-position marks, or -."""
+    if about is None or about.get("reference"):
+        return "(ref)" if about else "-"
+    if entry.get("snr_identical"):
+        return "identical"
+    if entry.get("snr_db") is None:
+        return "-"
+    weak = entry.get("snr_weak_position")
+    return f"{entry['snr_db']:.1f}" + (" zeroed" if entry.get("snr_zeroed") else "") + (
+        f" (pos {weak['index']}: {weak['snr_db']:.1f})" if weak else "")
 
 
 def top_layers(document: dict[str, Any], top: int) -> list[dict[str, Any]]:

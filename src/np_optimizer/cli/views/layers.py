@@ -11,22 +11,14 @@ from np_optimizer.cli.render import line, out, print_json, print_plain, print_ta
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
+from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, snr_text
 from np_optimizer.records import CompareRecord, LayersRecord, to_dict
 
 __all__ = ["show_layers", "show_compare"]
 
 _LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "spread", "share_pct",
-                "overhead_cost", "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes", "snr_db", "raw_ids"]
-
-
-_COST_HEADER = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}  # the cost column, by its unit
-
-def _num(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit == "cycles" or isinstance(value, int):
-        return f"{int(value):,}"
-    return f"{value:.3g}" if abs(value) < 1 else f"{value:,.2f}"
+                "overhead_cost", "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes",
+                "snr_db", "raw_ids"]
 
 
 def _placement(entry: dict[str, Any]) -> str:
@@ -41,32 +33,33 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         return
     if mode == "plain":
         rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
-                 unit, e.get("spread_ms"), e.get("share_pct"), e.get("overhead_cost"), _macs(e), e.get("util_mac_pct"),
+                 unit, e.get("spread_ms"), e.get("share_pct"), e.get("overhead_cost"), layer_macs(e),
+                 e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
                  "identical" if e.get("snr_identical") else e.get("snr_db"),
                  " ".join(e.get("raw_ids") or [])] for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         return
-    cells = [[e.get("key"), e.get("class") or "-", _placement(e), _num(e.get("cost"), unit),
-              "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", _num(e.get("overhead_cost"), unit),
-              "-" if _macs(e) is None else humanize_count(_macs(e)),
-              "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%", _snr(e, record.snr),
+    cells = [[e.get("key"), e.get("class") or "-", _placement(e), cost_text(e.get("cost"), unit),
+              "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", cost_text(e.get("overhead_cost"), unit),
+              "-" if layer_macs(e) is None else humanize_count(layer_macs(e)),
+              "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%", snr_text(e, record.snr),
               ", ".join((e.get("raw_ids") or [])[:2]) + (" ..." if len(e.get("raw_ids") or []) > 2 else "")]
              for e in record.layers]
     title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
             f"({record.device}, {record.method}, {record.result_kind})"
-    caption = f"Total {_num(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
+    caption = f"Total {cost_text(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
     coverage = record.coverage or {}
     if coverage.get("partial"):
         caption += f". {PARTIAL_MARK} {coverage_text(coverage)}"
-    columns = ["Layer (module path)", "Class", "Placement", _COST_HEADER.get(unit, unit), "Share", "Overhead",
+    columns = ["Layer (module path)", "Class", "Placement", COST_HEADER.get(unit, unit), "Share", "Overhead",
                "MACs", "MAC util", "SNR (dB)", "Tool id"]
     if unit == "MACs":  # ranked by MACs already: the tool's MACs and utilisation columns would stay empty
         columns = columns[:6] + columns[8:]
         cells = [row[:6] + row[8:] for row in cells]
     elif unit == "ms":  # measured: each time's spread beside it; no MAC utilisation on a CPU
         columns = columns[:4] + ["IQR (ms)"] + columns[4:7] + columns[8:]
-        cells = [row[:4] + [_num(e.get("spread_ms"))] + row[4:7] + row[8:] for row, e in zip(cells, record.layers)]
+        cells = [row[:4] + [cost_text(e.get("spread_ms"))] + row[4:7] + row[8:] for row, e in zip(cells, record.layers)]
     print_table(title, columns, cells, caption=caption)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
@@ -81,23 +74,6 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         warn(text)
     if coverage.get("partial") and coverage.get("left_out"):
         warn("Not estimated (run on the CPU): " + ", ".join(e["key"] for e in coverage["left_out"]))
-
-
-def _macs(entry: dict[str, Any]) -> Any:
-    """The tool's MACs (Vela's on Ethos-U), else the graph's count (a measured CPU layer)."""
-    return entry.get("macs") if entry.get("macs") is not None else entry.get("graph_macs")
-
-
-def _snr(entry: dict[str, Any], about: dict[str, Any] | None) -> str:
-    if about is None or about.get("reference"):
-        return "(ref)" if about else "-"
-    if entry.get("snr_identical"):
-        return "identical"
-    if entry.get("snr_db") is None:
-        return "-"
-    weak = entry.get("snr_weak_position")
-    return f"{entry['snr_db']:.1f}" + (" zeroed" if entry.get("snr_zeroed") else "") + (
-        f" (pos {weak['index']}: {weak['snr_db']:.1f})" if weak else "")
 
 
 def _db(value: Any, identical: bool) -> str:
@@ -119,7 +95,7 @@ def _cell(cell: dict[str, Any] | None, first: bool) -> str:
         text = "identical"
     else:
         value, unit = cell["value"], cell.get("unit")
-        text = humanize_count(value) if unit in ("MACs", "B") else _num(float(value))
+        text = humanize_count(value) if unit in ("MACs", "B") else cost_text(float(value))
     if cell.get("coverage"):
         text += f" {PARTIAL_MARK}"
     if not first and cell.get("delta") is not None:
@@ -169,8 +145,8 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
         changes = [[c["key"] + (f" (+ {', '.join(c['merged'])} fused)" if c.get("merged") else ""),
-                    c.get("class") or "-", _num(c["before"]), _num(c["after"]),
-                    _num(c["delta"]) + (" n.s." if c.get("significant") is False else "")]
+                    c.get("class") or "-", cost_text(c["before"]), cost_text(c["after"]),
+                    cost_text(c["delta"]) + (" n.s." if c.get("significant") is False else "")]
                    for c in diff["cost_changes"]]
         if changes:
             spread = any(c.get("significant") is False for c in diff["cost_changes"])

@@ -4,57 +4,37 @@ Every text from the files (module paths, class names, warnings) is escaped."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from markupsafe import Markup, escape
 
+from np_optimizer.formats import humanize_count
+from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, snr_text
 from np_optimizer.records import LayersRecord
 from np_optimizer.report.html.sections import SectionContext, html_section
 
 __all__ = ["per_layer"]
 
-_COST = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}
-
-
-def _num(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit in ("cycles", "MACs") or isinstance(value, int):
-        return f"{int(value):,}"
-    return f"{value:.3g}" if abs(value) < 1 else f"{value:,.3f}"
-
-
-def _snr(entry: dict[str, Any], record: LayersRecord) -> str:
-    if record.snr is None:
-        return "-"
-    if record.snr.get("reference"):
-        return "(ref)"
-    if entry.get("snr_identical"):
-        return "identical"
-    return "-" if entry.get("snr_db") is None else f"{entry['snr_db']:.1f}"
-
 
 def _table(record: LayersRecord) -> Markup:
     unit = str(record.cost.get("unit") or "")
     measured = unit == "ms"
-    head = ["Layer (module path)", "Class", "Placement", _COST.get(unit, unit)] + (["IQR (ms)"] if measured else []) \
+    head = ["Layer (module path)", "Class", "Placement", COST_HEADER.get(unit, unit)] + (["IQR (ms)"] if measured else []) \
         + ["Share", "MACs", "SNR (dB)", "Tool ops"]
     rows = []
     for e in record.layers:
-        macs = e.get("macs") if e.get("macs") is not None else e.get("graph_macs")
+        macs = layer_macs(e)
         cells: list[tuple[str, bool]] = [(str(e.get("key")), False), (str(e.get("class") or "-"), False),
-                                         (str(e.get("placement") or "-"), False), (_num(e.get("cost"), unit), True)]
+                                         (str(e.get("placement") or "-"), False), (cost_text(e.get("cost"), unit), True)]
         if measured:
-            cells.append((_num(e.get("spread_ms")), True))
+            cells.append((cost_text(e.get("spread_ms")), True))
         cells += [("-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", True),
-                  (_num(macs, "MACs"), True), (_snr(e, record), True),
+                  ("-" if macs is None else humanize_count(macs), True), (snr_text(e, record.snr), True),
                   (", ".join((e.get("raw_ids") or [])[:3]) + (" ..." if len(e.get("raw_ids") or []) > 3 else ""), False)]
         rows.append(Markup("<tr>") + Markup("").join(
             Markup('<td class="num">{}</td>' if num else "<td>{}</td>").format(text) for text, num in cells)
             + Markup("</tr>"))
     title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
             f"({record.device}, {record.method}, {record.result_kind})"
-    source = f"Total {_num(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
+    source = f"Total {cost_text(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
     notes = Markup("").join(Markup("<li>{}</li>").format(w) for w in record.warnings)
     return (Markup('<h4 data-checkpoint="{}">{}</h4>').format(record.checkpoint, title)
             + Markup('<table class="data layers"><thead><tr>')
