@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.backends.ethos_u import PARTITION_DEBUG
-from np_optimizer.files import write_text
 from np_optimizer.layers.coverage import coverage_of
-from np_optimizer.layers.files import LAYERS_FILE, LAYERS_SCHEMA, aggregate
+from np_optimizer.layers.files import LAYERS_SCHEMA, aggregate
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.vela import DEBUG_FILE, join_rows, read_debug_info, read_per_layer_csv
 
-__all__ = ["ethos_u_layers", "write_layers"]
+__all__ = ["ethos_u_layers"]
 
 
 def _per_layer_csv(estimate: dict[str, Any]) -> Path | None:
@@ -137,9 +136,3 @@ def ethos_u_layers(estimates: list[dict[str, Any]], compiled_dir: Path | None, *
         "coverage": coverage, "layers": aggregate(rows, "cycles"), "rows": rows, "warnings": warnings,
         "_graph": graph,  # for the caller's MAC comparison; not written
     }
-
-
-def write_layers(work_dir: Path, document: dict[str, Any]) -> str:
-    work_dir.mkdir(parents=True, exist_ok=True)
-    write_text(work_dir / LAYERS_FILE, json.dumps(document, indent=1))
-    return LAYERS_FILE

@@ -9,14 +9,15 @@ round's record (`artifacts["layers"]`), so report.json and job.json stay small. 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import NotFoundError
-from np_optimizer.files import CorruptFileError, read_json
+from np_optimizer.files import CorruptFileError, read_json, write_text
 
-__all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "layers_path", "read_numerics"]
+__all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "write_layers", "layers_path", "read_numerics"]
 
 LAYERS_FILE = "layers.json"
 LAYERS_SCHEMA = 1
@@ -84,6 +85,13 @@ def read_layers(path: Path) -> dict[str, Any]:
         raise NotFoundError(f"The per-layer file {path} is of another np version.", hint="Profile the checkpoint "
                             "again with this np (np profile CHECKPOINT --force).", code="NP-RPT-404")
     return data
+
+
+def write_layers(work_dir: Path, document: dict[str, Any]) -> str:
+    """Write a round's layers.json (atomically) into its folder; returns the name its record references."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    write_text(work_dir / LAYERS_FILE, json.dumps(document, indent=1))
+    return LAYERS_FILE
 
 
 def read_numerics(experiment: Path, fidelity: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:

@@ -187,7 +187,8 @@ def _with_layers(request: ProfileRequest, estimates: list[dict[str, Any]], metri
     """Write the round's layers.json; when the totals cover the NPU part only, mark them and warn naming the layers
     left out (a partial total never stands unmarked)."""
     from np_optimizer.layers.coverage import PARTIAL_METRICS, coverage_text, left_out_warning, macs_disagreement
-    from np_optimizer.layers.ethos_u import ethos_u_layers, write_layers
+    from np_optimizer.layers.ethos_u import ethos_u_layers
+    from np_optimizer.layers.files import write_layers
 
     document = ethos_u_layers(estimates, request.compiled_dir, total_cycles=total_cycles,
                               estimated_compiled=request.compiled.status == "ok")

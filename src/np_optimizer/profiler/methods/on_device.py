@@ -280,7 +280,7 @@ def _layer_times(request: ProfileRequest, doc: dict[str, Any], options: MeasureO
                  warnings: list[str]) -> tuple[dict[str, str], dict[str, Any]]:
     """The traced pass's ETDump (taken out of the document) written to the round's folder, and the per-layer times
     joined from it: (artifacts, extras). What cannot be had is said once, never faked."""
-    from np_optimizer.layers.ethos_u import write_layers
+    from np_optimizer.layers.files import write_layers
 
     trace = doc.pop("trace", None)
     if not options.trace_runs:
