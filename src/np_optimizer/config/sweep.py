@@ -1,0 +1,275 @@
+"""sweep.yaml: the search space of `np sweep`, its objectives, constraints and strategy, validated like run.yaml
+(each problem an issue with a code, a YAML location and a hint). No torch.
+
+    version: "1.0"
+    base: experiment_01                  # the experiment whose run.yaml each trial varies
+    space:
+      graph_optimize: [true, false]      # a step kind: the step present or not
+      graph_quantize.scheme: [W8-A8, W8-A16]   # kind.parameter: that step's parameter
+    objectives: [{latency: min}, {snr: max}]
+    constraints: ["latency <= 20 ms", "snr >= 30"]
+    strategy: grid                       # or {optuna: {trials: 12, seed: 0}}
+
+A trial is the base run.yaml with one value of each dimension (`trial_runs`); every trial is then validated as a
+run.yaml of its own, so a value the device cannot take is reported with the trial that has it.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from np_optimizer.config.checkpoints import checkpoint_of_step, step_kinds
+from np_optimizer.config.issues import L_SCHEMA, L_SYNTAX, ValidationIssue, did_you_mean
+from np_optimizer.config.parsing import issue
+from np_optimizer.metrics import HIGHER_IS_BETTER, UNITS, MetricType
+
+__all__ = ["SweepConfig", "Dimension", "Objective", "Constraint", "Strategy", "validate_sweep", "trial_runs",
+           "OBJECTIVE_METRICS", "SWEEP_FILE"]
+
+SWEEP_FILE = "sweep.yaml"
+_TOP_LEVEL = ("version", "base", "space", "objectives", "constraints", "strategy", "method")
+# the words a user writes -> the metric np records
+OBJECTIVE_METRICS: dict[str, MetricType] = {
+    "latency": MetricType.LATENCY, "memory": MetricType.MEMORY, "pte_size": MetricType.PTE_SIZE,
+    "weight_memory": MetricType.MODEL_WEIGHT_MEMORY, "macs": MetricType.MACS, "snr": MetricType.SNR,
+    "top1": MetricType.TOP1_ACCURACY, "top5": MetricType.TOP5_ACCURACY, "mse": MetricType.MSE,
+}
+_CONSTRAINT = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*([A-Za-z%]*)\s*$")
+_UNIT_SCALE = {("ms", "ms"): 1.0, ("s", "ms"): 1000.0, ("MB", "MB"): 1.0, ("B", "B"): 1.0, ("KB", "B"): 1024.0,
+               ("MB", "B"): 1024.0 ** 2, ("dB", "dB"): 1.0, ("%", "fraction"): 0.01}
+
+
+@dataclass(frozen=True)
+class Dimension:
+    path: str  # "graph_quantize.scheme", or a step kind alone (the step present or not)
+    values: tuple[Any, ...]
+
+    @property
+    def kind(self) -> str:
+        return self.path.split(".")[0]
+
+    @property
+    def parameter(self) -> str | None:
+        return self.path.split(".", 1)[1] if "." in self.path else None
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str  # as written (latency)
+    metric: MetricType
+    maximize: bool
+
+
+@dataclass(frozen=True)
+class Constraint:
+    text: str
+    metric: MetricType
+    op: str
+    limit: float  # in the metric's stored unit
+
+    def holds(self, value: float) -> bool:
+        return {"<=": value <= self.limit, ">=": value >= self.limit, "<": value < self.limit,
+                ">": value > self.limit}[self.op]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str  # grid | optuna
+    trials: int | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    version: str
+    base: str | None
+    space: tuple[Dimension, ...]
+    objectives: tuple[Objective, ...]
+    constraints: tuple[Constraint, ...]
+    strategy: Strategy
+    method: str | None = None
+
+
+def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
+    if not isinstance(raw, dict) or not raw:
+        issues.append(issue("S010", L_SCHEMA, "space", "`space` must map run.yaml fields to lists of values.",
+                            "Example: `space:` then `  graph_quantize.scheme: [W8-A8, W8-A16]`."))
+        return []
+    kinds = step_kinds()
+    out = []
+    for path, values in raw.items():
+        loc = f"space.{path}"
+        kind = str(path).split(".")[0]
+        if kind not in kinds:
+            issues.append(issue("S011", L_SCHEMA, loc, f"'{kind}' is not a step of run.yaml.",
+                                did_you_mean(kind, kinds)))
+            continue
+        if not isinstance(values, list) or not values:
+            issues.append(issue("S012", L_SCHEMA, loc, f"{path} needs a non-empty list of values, got {values!r}.",
+                                f"Write `{path}: [a, b]`."))
+            continue
+        if "." not in str(path) and not all(isinstance(v, bool) for v in values):
+            issues.append(issue("S012", L_SCHEMA, loc, f"{path} (a step) takes true or false, got {values!r}.",
+                                f"Write `{path}: [true, false]` to try with and without the step."))
+            continue
+        if len({repr(v) for v in values}) != len(values):
+            issues.append(issue("S013", L_SCHEMA, loc, f"{path} lists a value twice.", "List each value once."))
+            continue
+        out.append(Dimension(str(path), tuple(values)))
+    return out
+
+
+def _objectives(raw: Any, issues: list[ValidationIssue]) -> list[Objective]:
+    words = tuple(OBJECTIVE_METRICS)
+    if not isinstance(raw, list) or not raw:
+        issues.append(issue("S020", L_SCHEMA, "objectives", "`objectives` must list at least one metric.",
+                            "Example: `objectives: [{latency: min}, {snr: max}]`."))
+        return []
+    out = []
+    for index, item in enumerate(raw):
+        loc = f"objectives[{index}]"
+        if not isinstance(item, dict) or len(item) != 1:
+            issues.append(issue("S021", L_SCHEMA, loc, f"An objective is one `metric: min|max`, got {item!r}.",
+                                "Example: `- latency: min`."))
+            continue
+        (name, direction), = item.items()
+        if name not in OBJECTIVE_METRICS:
+            issues.append(issue("S022", L_SCHEMA, loc, f"Unknown objective metric '{name}'.",
+                                did_you_mean(str(name), words)))
+            continue
+        if direction not in ("min", "max"):
+            issues.append(issue("S021", L_SCHEMA, f"{loc}.{name}", f"Direction must be min or max, got {direction!r}.",
+                                "Write `min` or `max`."))
+            continue
+        metric = OBJECTIVE_METRICS[name]
+        out.append(Objective(name, metric, direction == "max"))
+        if (direction == "max") != (metric in HIGHER_IS_BETTER):
+            issues.append(issue("S023", L_SCHEMA, loc, f"{name}: {direction} asks for the worse direction.",
+                                f"{name} is better {'higher' if metric in HIGHER_IS_BETTER else 'lower'}; "
+                                "keep it only if that is meant.", warning=True))
+    if len({o.metric for o in out}) != len(out):
+        issues.append(issue("S024", L_SCHEMA, "objectives", "An objective is listed twice.", "List each once."))
+    return out
+
+
+def _constraints(raw: Any, issues: list[ValidationIssue]) -> list[Constraint]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        issues.append(issue("S030", L_SCHEMA, "constraints", "`constraints` must be a list of comparisons.",
+                            'Example: `constraints: ["latency <= 20 ms", "snr >= 30"]`.'))
+        return []
+    out = []
+    for index, text in enumerate(raw):
+        loc = f"constraints[{index}]"
+        found = _CONSTRAINT.match(str(text)) if isinstance(text, str) else None
+        if found is None or found.group(1) not in OBJECTIVE_METRICS:
+            issues.append(issue("S031", L_SCHEMA, loc, f"Not a constraint: {text!r}.",
+                                "Write `metric <= number unit`, with a metric of "
+                                f"{', '.join(OBJECTIVE_METRICS)} (e.g. `latency <= 20 ms`)."))
+            continue
+        name, op, number, unit = found.groups()
+        metric = OBJECTIVE_METRICS[name]
+        stored = UNITS[metric]
+        scale = _UNIT_SCALE.get((unit or stored, stored), 1.0 if not unit or unit == stored else None)
+        if scale is None:
+            issues.append(issue("S032", L_SCHEMA, loc, f"{name} is recorded in {stored}, not {unit}.",
+                                f"Write the limit in {stored}."))
+            continue
+        out.append(Constraint(str(text), metric, op, float(number) * scale))
+    return out
+
+
+def _strategy(raw: Any, issues: list[ValidationIssue]) -> Strategy:
+    if raw is None or raw == "grid":
+        return Strategy("grid")
+    if isinstance(raw, dict) and set(raw) == {"optuna"} and isinstance(raw["optuna"], dict):
+        options = raw["optuna"]
+        trials, seed = options.get("trials"), options.get("seed", 0)
+        unknown = set(options) - {"trials", "seed"}
+        if unknown or not isinstance(trials, int) or isinstance(trials, bool) or trials < 1 or \
+                not isinstance(seed, int):
+            issues.append(issue("S041", L_SCHEMA, "strategy.optuna", "optuna takes `trials` (a positive count) and "
+                                f"an integer `seed`, got {options!r}.", "Example: `strategy: {optuna: {trials: 12, "
+                                "seed: 0}}`."))
+            return Strategy("optuna", 1, 0)
+        return Strategy("optuna", trials, seed)
+    issues.append(issue("S040", L_SCHEMA, "strategy", f"Unknown strategy {raw!r}.",
+                        "Write `grid`, or `{optuna: {trials: 12, seed: 0}}`."))
+    return Strategy("grid")
+
+
+def validate_sweep(data: Any) -> tuple[SweepConfig | None, list[ValidationIssue]]:
+    """The parsed sweep.yaml, or None with every issue found."""
+    issues: list[ValidationIssue] = []
+    if not isinstance(data, dict):
+        return None, [issue("S001", L_SYNTAX, "", "sweep.yaml must be a mapping.",
+                            "Start from the sample: `version: \"1.0\"`, `space:`, `objectives:`.")]
+    for key in data:
+        if key not in _TOP_LEVEL:
+            issues.append(issue("S002", L_SCHEMA, str(key), f"Unknown key '{key}'.", did_you_mean(str(key), _TOP_LEVEL)))
+    version = str(data.get("version", ""))
+    if version != "1.0":
+        issues.append(issue("S003", L_SCHEMA, "version", f"Unsupported sweep.yaml version {version!r}.",
+                            'Write `version: "1.0"`.'))
+    base = data.get("base")
+    if base is not None and not isinstance(base, str):
+        issues.append(issue("S004", L_SCHEMA, "base", "`base` names an experiment of the project.",
+                            "Example: `base: experiment_01`."))
+    space = _space(data.get("space"), issues)
+    objectives = _objectives(data.get("objectives"), issues)
+    constraints = _constraints(data.get("constraints"), issues)
+    strategy = _strategy(data.get("strategy"), issues)
+    method = data.get("method")
+    if method is not None and not isinstance(method, str):
+        issues.append(issue("S005", L_SCHEMA, "method", "`method` names a profiling method (mlia, on-device).",
+                            "Example: `method: on-device`."))
+    if any(not i.is_warning for i in issues):
+        return None, issues
+    return SweepConfig(version, base, tuple(space), tuple(objectives), tuple(constraints), strategy, method), issues
+
+
+def _with(run: dict[str, Any], dimension: Dimension, value: Any) -> dict[str, Any] | None:
+    """`run` (run.yaml data) with one dimension set; None when it sets a parameter of a step the trial lacks."""
+    steps = run.setdefault("steps", [])
+    index = next((i for i, s in enumerate(steps) if isinstance(s, dict) and dimension.kind in s), None)
+    if dimension.parameter is None:
+        order = step_kinds()
+        if value and index is None:  # added where the pipeline order puts it
+            steps.append({dimension.kind: None})
+            steps.sort(key=lambda s: order.index(next(iter(s))) if isinstance(s, dict) and s and
+                       next(iter(s)) in order else len(order))
+        elif not value and index is not None:  # and its checkpoint no longer profiled
+            del steps[index]
+            gone = checkpoint_of_step(dimension.kind)
+            if isinstance(run.get("profile"), list):
+                run["profile"] = [c for c in run["profile"] if str(c).upper() != gone]
+        return run
+    if index is None:
+        return None
+    params = steps[index][dimension.kind]
+    if isinstance(params, list) and params and isinstance(params[0], dict):
+        params = params[0]
+    elif not isinstance(params, dict):
+        params = {}
+        steps[index][dimension.kind] = [params]
+    params[dimension.parameter] = value
+    return run
+
+
+def trial_runs(sweep: SweepConfig, base_run: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every grid point as (its values by dimension path, its run.yaml data), in the order the space lists them;
+    points that set a parameter of a step another dimension turned off are left out (they repeat another point)."""
+    out = []
+    for values in itertools.product(*(d.values for d in sweep.space)):
+        run: dict[str, Any] | None = copy.deepcopy(base_run)
+        # steps first: a parameter needs its step present
+        for dimension, value in sorted(zip(sweep.space, values), key=lambda dv: dv[0].parameter is not None):
+            run = _with(run, dimension, value) if run is not None else None
+        if run is not None:
+            out.append(({d.path: v for d, v in zip(sweep.space, values)}, run))
+    return out
