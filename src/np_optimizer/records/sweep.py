@@ -1,0 +1,72 @@
+"""The record of one `np sweep`: its objectives and constraints, and every trial with the experiment that ran it.
+
+`np sweep` writes it (atomically, after each trial) to `<project>/sweep/trials.json`; `np report` at the project level
+and the HTML report read it to draw the front. The values are copied from each trial's report when the trial ends,
+in the metric's stored unit (UNITS in np_optimizer.metrics), so the front needs no experiment to be re-read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SweepObjective", "SweepConstraint", "SweepTrial", "SweepRecord", "TRIAL_STATES", "COMPLETE", "FAILED",
+           "RUNNING", "WAITING"]
+
+COMPLETE, FAILED, RUNNING, WAITING = "complete", "failed", "running", "waiting"
+TRIAL_STATES = (WAITING, RUNNING, COMPLETE, FAILED)
+
+
+@dataclass(frozen=True)
+class SweepObjective:
+    name: str  # as the user wrote it: latency
+    metric: str  # the recorded metric: LATENCY
+    direction: str  # min | max
+    unit: str  # the stored unit: ms
+
+
+@dataclass(frozen=True)
+class SweepConstraint:
+    text: str  # as written: "latency <= 20 ms"
+    metric: str
+    op: str  # <= >= < >
+    limit: float  # in the metric's stored unit
+
+    def holds(self, value: float) -> bool:
+        return {"<=": value <= self.limit, ">=": value >= self.limit, "<": value < self.limit,
+                ">": value > self.limit}[self.op]
+
+
+@dataclass(frozen=True)
+class SweepTrial:
+    number: int  # the Optuna trial number (0, 1, ...): one per configuration, never reused
+    experiment: str  # the experiment folder that ran it: experiment_07
+    params: dict[str, Any]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
+    state: str  # waiting | running | complete | failed
+    checkpoint: str | None = None  # the checkpoint the values are of (the trial's last step): GRAPH_QUANTIZE
+    values: dict[str, float | None] = field(default_factory=dict)  # metric -> value (None: the trial did not give it)
+    reason: str | None = None  # one line: why it failed, or why a value is missing
+    duration_s: float | None = None
+    runs: int = 1  # how many times it was started (a trial that was running when the sweep stopped is run again)
+    kept_float: tuple[str, ...] = ()  # layers strategy: the layers this trial keeps float
+    note: str | None = None  # layers strategy: how the trial was proposed ("2 most damaging layers float")
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    sweep_file: str  # the sweep.yaml it came from, relative to the project
+    strategy: str  # grid | optuna | layers
+    objectives: tuple[SweepObjective, ...]
+    constraints: tuple[SweepConstraint, ...] = ()
+    trials: tuple[SweepTrial, ...] = ()
+    method: str | None = None  # the profile method of every trial
+    device: str | None = None
+    schema_version: int = 1
+
+    def trial(self, number: int) -> SweepTrial | None:
+        return next((t for t in self.trials if t.number == number), None)
+
+    def to_json(self) -> dict[str, Any]:
+        from np_optimizer.records.codec import to_dict
+
+        return to_dict(self)
