@@ -107,6 +107,12 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-EXP-422", EXIT_USAGE, "An unsupported --steps combination."),
     ("NP-EXP-423", EXIT_CONFIG, "Another np process (named, with its pid and start time) is running or profiling the "
                                 "experiment; nothing was done."),
+    ("NP-SWP-404", EXIT_CONFIG, "No sweep.yaml in the project (or the --file given is missing)."),
+    ("NP-SWP-409", EXIT_USAGE, "The project's sweep already has trials (continue it with --resume, or start over by "
+                               "removing its sweep/ folder), or another np sweep drives it now."),
+    ("NP-SWP-412", EXIT_CONFIG, "np sweep --resume with no sweep to resume, or with a sweep.yaml changed since."),
+    ("NP-SWP-503", EXIT_NETWORK, "The Ray cluster cannot be reached, or its nodes run other versions of np or its "
+                                 "libraries."),
     ("NP-MDL-404", EXIT_CONFIG, "The model (file, factory or built-in name) cannot be found."),
     ("NP-MDL-422", EXIT_CONFIG, "The model cannot be loaded, traced or read."),
     ("NP-MDL-500", EXIT_CONFIG, "torch.export could not export the model."),

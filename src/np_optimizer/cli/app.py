@@ -18,6 +18,7 @@ from np_optimizer.cli import (
     cmd_report,
     cmd_run,
     cmd_status,
+    cmd_sweep,
     cmd_validate,
     cmd_workspace,
 )
@@ -56,6 +57,7 @@ app.add_typer(cmd_devices.app, name="devices")
 app.add_typer(cmd_cache.app, name="cache")
 cmd_validate.register(app)
 cmd_run.register(app)
+cmd_sweep.register(app)
 cmd_report.register(app)
 cmd_profile.register(app)
 cmd_status.register(app)

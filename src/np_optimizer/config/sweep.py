@@ -9,6 +9,8 @@
     objectives: [{latency: min}, {snr: max}]
     constraints: ["latency <= 20 ms", "snr >= 30"]
     strategy: grid                       # or {optuna: {trials: 12, seed: 0}}
+    method: mlia                         # the profile method of each trial's np run (default: the device's)
+    measure_on: host                     # then measure each trial's last checkpoint on this device (np profile -d)
 
 A trial is the base run.yaml with one value of each dimension (`trial_runs`); every trial is then validated as a
 run.yaml of its own, so a value the device cannot take is reported with the trial that has it.
@@ -17,9 +19,11 @@ run.yaml of its own, so a value the device cannot take is reported with the tria
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from np_optimizer.config.checkpoints import checkpoint_of_step, step_kinds
@@ -28,10 +32,10 @@ from np_optimizer.config.parsing import issue
 from np_optimizer.metrics import HIGHER_IS_BETTER, UNITS, MetricType
 
 __all__ = ["SweepConfig", "Dimension", "Objective", "Constraint", "Strategy", "validate_sweep", "trial_runs",
-           "OBJECTIVE_METRICS", "SWEEP_FILE"]
+           "OBJECTIVE_METRICS", "SWEEP_FILE", "run_for", "run_key", "grid_size", "load_sweep"]
 
 SWEEP_FILE = "sweep.yaml"
-_TOP_LEVEL = ("version", "base", "space", "objectives", "constraints", "strategy", "method")
+_TOP_LEVEL = ("version", "base", "space", "objectives", "constraints", "strategy", "method", "measure_on")
 # the words a user writes -> the metric np records
 OBJECTIVE_METRICS: dict[str, MetricType] = {
     "latency": MetricType.LATENCY, "memory": MetricType.MEMORY, "pte_size": MetricType.PTE_SIZE,
@@ -92,6 +96,8 @@ class SweepConfig:
     constraints: tuple[Constraint, ...]
     strategy: Strategy
     method: str | None = None
+    measure_on: str | None = None  # a device to measure each trial's last checkpoint on (np profile -d)
+    warnings: tuple[ValidationIssue, ...] = ()
 
 
 def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
@@ -228,13 +234,18 @@ def validate_sweep(data: Any) -> tuple[SweepConfig | None, list[ValidationIssue]
     if method is not None and not isinstance(method, str):
         issues.append(issue("S005", L_SCHEMA, "method", "`method` names a profiling method (mlia, on-device).",
                             "Example: `method: on-device`."))
+    measure_on = data.get("measure_on")
+    if measure_on is not None and not isinstance(measure_on, str):
+        issues.append(issue("S006", L_SCHEMA, "measure_on", "`measure_on` names a device to measure each trial on.",
+                            "Example: `measure_on: host` (this machine, for a CPU project)."))
     if any(not i.is_warning for i in issues):
         return None, issues
-    return SweepConfig(version, base, tuple(space), tuple(objectives), tuple(constraints), strategy, method), issues
+    return SweepConfig(version, base, tuple(space), tuple(objectives), tuple(constraints), strategy, method,
+                       measure_on), issues
 
 
-def _with(run: dict[str, Any], dimension: Dimension, value: Any) -> dict[str, Any] | None:
-    """`run` (run.yaml data) with one dimension set; None when it sets a parameter of a step the trial lacks."""
+def _with(run: dict[str, Any], dimension: Dimension, value: Any) -> dict[str, Any]:
+    """`run` (run.yaml data) with one dimension set; a parameter of a step the trial lacks changes nothing."""
     steps = run.setdefault("steps", [])
     index = next((i for i, s in enumerate(steps) if isinstance(s, dict) and dimension.kind in s), None)
     if dimension.parameter is None:
@@ -250,7 +261,7 @@ def _with(run: dict[str, Any], dimension: Dimension, value: Any) -> dict[str, An
                 run["profile"] = [c for c in run["profile"] if str(c).upper() != gone]
         return run
     if index is None:
-        return None
+        return run
     params = steps[index][dimension.kind]
     if isinstance(params, list) and params and isinstance(params[0], dict):
         params = params[0]
@@ -261,15 +272,60 @@ def _with(run: dict[str, Any], dimension: Dimension, value: Any) -> dict[str, An
     return run
 
 
+def run_for(sweep: SweepConfig, base_run: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The run.yaml data of one point: the base with each dimension's value (steps first: a parameter needs its
+    step present; a parameter of a step the point drops changes nothing)."""
+    run = copy.deepcopy(base_run)
+    for dimension in sorted(sweep.space, key=lambda d: d.parameter is not None):
+        if dimension.path in values:
+            run = _with(run, dimension, values[dimension.path])
+    return run
+
+
+def run_key(run: dict[str, Any]) -> str:
+    """Two points with the same key run the same experiment (the same run.yaml data)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def grid_size(sweep: SweepConfig) -> int:
+    size = 1
+    for dimension in sweep.space:
+        size *= len(dimension.values)
+    return size
+
+
 def trial_runs(sweep: SweepConfig, base_run: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Every grid point as (its values by dimension path, its run.yaml data), in the order the space lists them;
-    points that set a parameter of a step another dimension turned off are left out (they repeat another point)."""
-    out = []
+    """Every distinct grid point as (its values by dimension path, its run.yaml data), in the order the space lists
+    them; a point whose run.yaml repeats an earlier one's (a parameter of a step it drops) is left out."""
+    out, seen = [], set()
     for values in itertools.product(*(d.values for d in sweep.space)):
-        run: dict[str, Any] | None = copy.deepcopy(base_run)
-        # steps first: a parameter needs its step present
-        for dimension, value in sorted(zip(sweep.space, values), key=lambda dv: dv[0].parameter is not None):
-            run = _with(run, dimension, value) if run is not None else None
-        if run is not None:
-            out.append(({d.path: v for d, v in zip(sweep.space, values)}, run))
+        point = {d.path: v for d, v in zip(sweep.space, values)}
+        run = run_for(sweep, base_run, point)
+        key = run_key(run)
+        if key not in seen:
+            seen.add(key)
+            out.append((point, run))
     return out
+
+
+def load_sweep(path: Path) -> SweepConfig:
+    """The validated sweep.yaml, or ValidationFailed carrying every issue with its line and column."""
+    from np_optimizer.config.loader import _placed
+    from np_optimizer.config.yamlfile import load_yaml
+    from np_optimizer.errors import NotFoundError, ValidationFailed
+
+    if not path.is_file():
+        raise NotFoundError(f"No sweep.yaml at {path}.",
+                            hint="Write one in the project folder (np workspace init puts a sample in sample_cpu), "
+                                 "or give --file.", code="NP-SWP-404")
+    doc, issues = load_yaml(path)
+    if doc is None:
+        raise ValidationFailed(issues, source=path.name)
+    sweep, found = validate_sweep(doc.data)
+    placed = _placed(found, doc, path.name)
+    if sweep is None:
+        raise ValidationFailed(placed, source=path.name)
+    return dataclasses.replace(sweep, warnings=tuple(i for i in placed if i.is_warning))

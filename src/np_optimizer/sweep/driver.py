@@ -1,0 +1,269 @@
+"""The sweep's one driving process: it proposes trials (study.py), writes each trial's experiment, hands it to a pool
+(local processes or Ray tasks), reads the finished experiment's values back and tells the study; after every change
+it writes the sweep record (trials.json) that the reports read. Only this process writes the study and the record.
+
+Events go to `on_event` as plain dicts (kind: start, trial_start, progress, trial_done, end), which the command line
+shows as live lines or JSON lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from np_optimizer.config.sweep import SweepConfig
+from np_optimizer.errors import ConfigError, NotFoundError, UsageError
+from np_optimizer.files import write_json, write_text
+from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.sweep import (
+    COMPLETE,
+    FAILED,
+    RUNNING,
+    SweepConstraint,
+    SweepObjective,
+    SweepRecord,
+    SweepTrial,
+)
+from np_optimizer.sweep.pool import Pool, TrialJob
+from np_optimizer.sweep.study import Proposal, SweepStudy
+from np_optimizer.workspace import Experiment, Project, utc_now
+from np_optimizer.workspace.layout import next_experiment_name
+from np_optimizer.workspace.sweep_files import LOCK_FILE, read_sweep_record, sweep_dir, write_sweep_record
+
+__all__ = ["SweepRun", "run_sweep", "sweep_key", "base_experiment", "record_of", "metrics_of"]
+
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """What `np sweep` was asked: the project, its sweep, the pool's size, resume or not, the study's storage."""
+
+    project: Project
+    sweep: SweepConfig
+    sweep_file: Path
+    workers: int
+    workers_why: str
+    resume: bool = False
+    storage: str | None = None  # a database URL; None: the journal file in sweep/
+
+
+def sweep_key(sweep: SweepConfig) -> str:
+    """What a resumed sweep must share with the one it continues (not the budget: more trials may be asked)."""
+    shape = {"base": sweep.base, "space": [[d.path, list(d.values)] for d in sweep.space],
+             "objectives": [[o.name, o.maximize] for o in sweep.objectives],
+             "constraints": [c.text for c in sweep.constraints], "strategy": sweep.strategy.name,
+             "seed": sweep.strategy.seed, "method": sweep.method}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def metrics_of(sweep: SweepConfig) -> list[str]:
+    return list(dict.fromkeys([str(o.metric) for o in sweep.objectives] + [str(c.metric) for c in sweep.constraints]))
+
+
+def base_experiment(project: Project, sweep: SweepConfig) -> Experiment:
+    """The experiment each trial varies: sweep.yaml's `base`, else the project's first experiment."""
+    experiments = project.experiments()
+    if sweep.base is not None:
+        found = next((e for e in experiments if e.name == sweep.base), None)
+        if found is None:
+            raise NotFoundError(f"sweep.yaml's base {sweep.base} is not an experiment of project {project.name}.",
+                                hint="Name an existing experiment (np experiments ls), or drop `base:` to use the "
+                                     "first one.", code="NP-EXP-404")
+        return found
+    if not experiments:
+        raise NotFoundError(f"Project {project.name} has no experiment for the sweep to vary.",
+                            hint="Create one first: np experiments create --steps GQ", code="NP-EXP-404")
+    return experiments[0]
+
+
+def base_run(project: Project, sweep: SweepConfig) -> dict[str, Any]:
+    data = yaml.safe_load(base_experiment(project, sweep).run_file.read_text(encoding="utf-8"))
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def record_of(run: SweepRun, trials: dict[int, SweepTrial]) -> SweepRecord:
+    sweep = run.sweep
+    return SweepRecord(
+        sweep_file=str(run.sweep_file.relative_to(run.project.root)) if run.sweep_file.is_relative_to(
+            run.project.root) else str(run.sweep_file),
+        strategy=sweep.strategy.name,
+        objectives=tuple(SweepObjective(o.name, str(o.metric), "max" if o.maximize else "min",
+                                        UNITS[MetricType(o.metric)]) for o in sweep.objectives),
+        constraints=tuple(SweepConstraint(c.text, str(c.metric), c.op, c.limit) for c in sweep.constraints),
+        trials=tuple(trials[n] for n in sorted(trials)), method=sweep.method, device=run.project.device_name,
+        key=sweep_key(sweep))
+
+
+@contextlib.contextmanager
+def _sweep_lock(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"Another np sweep is driving the sweep of this project ({folder}).",
+                             hint="Wait for it to end, or stop it (Ctrl+C) and run np sweep --resume.",
+                             code="NP-SWP-409") from None
+        yield
+
+
+def _trial_yaml(number: int, params: dict[str, Any], run: dict[str, Any]) -> str:
+    said = ", ".join(f"{k}={json.dumps(v)}" for k, v in params.items())
+    return f"# np sweep, trial {number}: {said}\n" + yaml.safe_dump(run, sort_keys=False)
+
+
+def _create(project: Project, name: str, number: int, params: dict[str, Any], run: dict[str, Any]) -> Experiment:
+    root = project.root / name
+    write_text(root / "run.yaml", _trial_yaml(number, params, run))
+    now = utc_now()
+    if not (root / "meta.json").exists():
+        write_json(root / "meta.json", {"schema_version": 1, "name": name, "project": project.name,
+                                        "device": project.device_name, "status": "created", "created_at": now,
+                                        "updated_at": now, "sweep_trial": number})
+    return Experiment(root)
+
+
+class _Driver:
+    def __init__(self, run: SweepRun, pool: Pool, on_event: OnEvent) -> None:
+        self.run, self.pool, self.on_event = run, pool, on_event
+        self.study = SweepStudy(run.sweep, base_run(run.project, run.sweep), sweep_dir(run.project.root), run.storage)
+        self.trials: dict[int, SweepTrial] = {}
+        self.started_at: dict[int, float] = {}
+
+    def _save(self) -> None:
+        write_sweep_record(self.run.project.root, record_of(self.run, self.trials))
+
+    def _from_study(self) -> None:
+        """The record rebuilt from the study (the source of truth): every counted trial, finished or not."""
+        from optuna.trial import TrialState
+
+        for t in self.study.counted():
+            state = {TrialState.COMPLETE: COMPLETE, TrialState.FAIL: FAILED}.get(t.state, RUNNING)
+            values = t.user_attrs.get("values") or {}
+            self.trials[t.number] = SweepTrial(
+                t.number, str(t.user_attrs.get("experiment", "")), dict(t.params), state,
+                t.user_attrs.get("checkpoint"), dict(values), t.user_attrs.get("reason"),
+                t.user_attrs.get("duration_s"), int(t.user_attrs.get("runs", 1)))
+
+    def _start(self, proposal: Proposal, retry: bool) -> None:
+        name = proposal.experiment or next_experiment_name(self.run.project)
+        self.study.started(proposal.number, name)  # before the folder: a resumed sweep finds its folder by this
+        exp = _create(self.run.project, name, proposal.number, proposal.params, proposal.run)
+        runs = int(self.study.study.trials[proposal.number].user_attrs.get("runs", 1))
+        self.trials[proposal.number] = SweepTrial(proposal.number, name, proposal.params, RUNNING, runs=runs)
+        self.started_at[proposal.number] = time.monotonic()
+        self._save()
+        self.on_event({"kind": "trial_start", "number": proposal.number, "experiment": name,
+                       "params": proposal.params, "rerun": retry})
+        self.pool.submit(TrialJob(proposal.number, exp.root, self.run.sweep.method, retry=retry,
+                                  measure_on=self.run.sweep.measure_on))
+
+    def _finish(self, number: int, done: dict[str, Any]) -> None:
+        from np_optimizer.sweep.values import trial_values
+
+        trial = self.trials[number]
+        error = done.get("error") or {}
+        reason = None
+        values: dict[str, float | None] = {}
+        checkpoint = None
+        if done.get("status") == "success":
+            try:
+                got = trial_values(Experiment(self.run.project.root / trial.experiment), metrics_of(self.run.sweep),
+                                   self.run.sweep.measure_on)
+                values, checkpoint = got.values, got.checkpoint
+                objectives = {str(o.metric) for o in self.run.sweep.objectives}
+                lacking = [m for m in got.missing if m.split(":")[0].upper() in objectives]
+                reason = "; ".join(lacking) or None
+            except Exception as exc:  # noqa: BLE001 - a damaged report fails the trial, not the sweep
+                reason = f"its report cannot be read: {exc}"
+        else:
+            reason = str(error.get("message") or "failed").splitlines()[0]
+        self.study._set(number, "values", values)
+        self.study._set(number, "checkpoint", checkpoint)
+        self.study._set(number, "duration_s", done.get("duration_s"))
+        self.study.tell(number, values, reason)
+        state = FAILED if reason is not None and (done.get("status") != "success" or
+                                                   any(values.get(str(o.metric)) is None
+                                                       for o in self.run.sweep.objectives)) else COMPLETE
+        self.trials[number] = replace(trial, state=state, values=values, reason=reason, checkpoint=checkpoint,
+                                      duration_s=done.get("duration_s"))
+        self._save()
+        self.on_event({"kind": "trial_done", "number": number, "experiment": trial.experiment, "state": state,
+                       "values": values, "reason": reason, "hint": error.get("hint"),
+                       "duration_s": done.get("duration_s"), **self._counts()})
+
+    def _counts(self) -> dict[str, Any]:
+        states = [t.state for t in self.trials.values()]
+        done = [t for t in self.trials.values() if t.state in (COMPLETE, FAILED) and t.duration_s]
+        remaining = max(0, self.study.budget() - states.count(COMPLETE) - states.count(FAILED))
+        eta = None
+        if done:
+            mean = sum(float(t.duration_s or 0) for t in done) / len(done)
+            eta = round(mean * remaining / max(1, self.pool.slots), 1)
+        return {"complete": states.count(COMPLETE), "failed": states.count(FAILED),
+                "running": states.count(RUNNING), "remaining": remaining, "eta_s": eta}
+
+    def drive(self) -> SweepRecord:
+        from np_optimizer.sweep.study import STUDY_NAME  # noqa: F401 - the study's name is fixed per project
+
+        existing = read_sweep_record(self.run.project.root) if not self.run.storage else None
+        key = sweep_key(self.run.sweep)
+        self.study.open()
+        has_trials = bool(self.study.counted())
+        if has_trials and not self.run.resume:
+            raise UsageError(f"Project {self.run.project.name} already has a sweep of "
+                             f"{len(self.study.counted())} trials.",
+                             hint="Continue it with np sweep --resume, or remove the project's sweep/ folder to start "
+                                  "over (its experiments stay).", code="NP-SWP-409")
+        stored_key = self.study.study.user_attrs.get("sweep_key") or (existing.key if existing else None)
+        if has_trials and stored_key and stored_key != key:
+            raise ConfigError("sweep.yaml changed since the sweep started (its space, objectives, constraints, "
+                              "strategy, seed, base or method).",
+                              hint="Put sweep.yaml back, or remove the project's sweep/ folder to start a new sweep "
+                                   "(only the number of trials may grow on --resume).", code="NP-SWP-412")
+        self.study.study.set_user_attr("sweep_key", key)
+        self._from_study()
+        stale = self.study.interrupted()
+        self.on_event({"kind": "start", "workers": self.pool.slots, "why": self.run.workers_why,
+                       "budget": self.study.budget(), "grid": len(self.study.grid), "resumed": len(self.trials),
+                       "rerun": len(stale), **self._counts()})
+        queue = [self.study.rerun(t) for t in stale]
+        for t in stale:
+            self.trials.pop(t.number, None)
+        try:
+            while True:
+                while self.pool.running() < self.pool.slots:
+                    proposal = queue.pop(0) if queue else self.study.ask()
+                    if proposal is None:
+                        break
+                    self._start(proposal, retry=proposal.experiment is not None)
+                if self.pool.running() == 0:
+                    break
+                for event in self.pool.poll(1.0):
+                    if event.kind == "progress":
+                        self.on_event({"kind": "progress", "number": event.number, "text": event.text,
+                                       "elapsed_s": round(time.monotonic() - self.started_at.get(
+                                           event.number, time.monotonic()), 1)})
+                    else:
+                        self._finish(event.number, event.done)
+        finally:
+            self.pool.close()
+        record = record_of(self.run, self.trials)
+        self.on_event({"kind": "end", **self._counts()})
+        return record
+
+
+def run_sweep(run: SweepRun, pool: Pool, on_event: OnEvent = lambda _e: None) -> SweepRecord:
+    """Run (or resume) the project's sweep to the end of its budget; the record of every trial."""
+    with _sweep_lock(sweep_dir(run.project.root)):
+        return _Driver(run, pool, on_event).drive()

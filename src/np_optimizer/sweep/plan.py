@@ -1,0 +1,83 @@
+"""What `np sweep` will do, before it does it: the sweep file, the trials (each run.yaml checked against the device
+and model like `np validate` does), the budget, and the pool's size (`np sweep --dry-run` prints it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from np_optimizer.config.run_config import validate_run
+from np_optimizer.config.sweep import SWEEP_FILE, SweepConfig, load_sweep
+from np_optimizer.devices import default_method, get_device
+from np_optimizer.sweep.driver import base_experiment, base_run
+from np_optimizer.sweep.pool import default_workers
+from np_optimizer.sweep.study import SweepStudy
+from np_optimizer.workspace import Project
+from np_optimizer.workspace.remote import remote_for
+from np_optimizer.workspace.sweep_files import sweep_dir
+
+__all__ = ["PlannedTrial", "SweepPlan", "plan_sweep", "sweep_file_of"]
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    params: dict[str, Any]
+    steps: tuple[str, ...]
+    problems: tuple[str, ...]  # why this trial will fail (its run.yaml breaks a rule of the device or model)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    project: str
+    sweep_file: str
+    base: str
+    strategy: str
+    budget: int  # trials the sweep will run
+    grid: int  # distinct configurations in the space
+    method: str
+    measure_on: str | None
+    objectives: tuple[str, ...]
+    constraints: tuple[str, ...]
+    workers: int
+    workers_why: str
+    trials: tuple[PlannedTrial, ...]  # grid: in the order they run; optuna: the space it draws from
+    warnings: tuple[str, ...] = ()
+
+
+def sweep_file_of(project: Project, file: Path | None) -> Path:
+    return (file if file is not None else project.root / SWEEP_FILE).resolve()
+
+
+def workers_for(project: Project, sweep: SweepConfig, asked: int | None) -> tuple[int, str]:
+    device = get_device(project.device_name)
+    first = base_experiment(project, sweep)
+    method = sweep.method or default_method(device, remote_configured=remote_for(first, device.name) is not None)
+    on_host = sweep.measure_on == "host" or (method == "on-device" and device.local)
+    if asked is not None:
+        why = "--workers"
+        if asked > 1 and on_host:
+            why += "; trials measure on this machine, so a measurement may share the CPU with another trial's compile"
+        return asked, why
+    return default_workers(on_host)
+
+
+def plan_sweep(project: Project, file: Path | None = None, workers: int | None = None) -> SweepPlan:
+    path = sweep_file_of(project, file)
+    sweep = load_sweep(path)
+    device = get_device(project.device_name)
+    first = base_experiment(project, sweep)
+    base = base_run(project, sweep)
+    study = SweepStudy(sweep, base, sweep_dir(project.root))
+    trials = []
+    for params, run in study.grid:
+        _config, issues = validate_run(run, device, model=project.info["model"])
+        steps = tuple(next(iter(s)) for s in run.get("steps") or [] if isinstance(s, dict) and s)
+        trials.append(PlannedTrial(params, steps, tuple(i.message for i in issues if not i.is_warning)))
+    count, why = workers_for(project, sweep, workers)
+    method = sweep.method or default_method(device, remote_configured=remote_for(first, device.name) is not None)
+    return SweepPlan(project.name, str(path), first.name, sweep.strategy.name, study.budget(), len(study.grid),
+                     method, sweep.measure_on, tuple(f"{o.name}: {'max' if o.maximize else 'min'}"
+                                                     for o in sweep.objectives),
+                     tuple(c.text for c in sweep.constraints), count, why, tuple(trials),
+                     tuple(i.message for i in sweep.warnings))

@@ -1,0 +1,210 @@
+"""The sweep's Optuna study: created in the project's sweep/ folder (a journal file, or a database URL), asked for
+the next configuration and told each result by the driver only, so a single process writes it.
+
+Every trial carries user attributes: `experiment` (its folder), `run_key` (the hash of its run.yaml data: two
+trials with one key would run the same experiment), `constraints` (Optuna's convention: <= 0 is met) and, when it
+failed, `reason`. A configuration is never proposed twice: a sampler's repeat is closed as PRUNED with `duplicate`
+and does not count against the budget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.config.sweep import SweepConfig, run_for, run_key, trial_runs
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["SweepStudy", "Proposal", "constraint_values", "STUDY_NAME"]
+
+STUDY_NAME = "np-sweep"
+_MAX_REPEATS = 64  # sampler repeats in a row before the next untried grid point is taken instead
+
+
+@dataclass(frozen=True)
+class Proposal:
+    number: int  # the Optuna trial number
+    params: dict[str, Any]
+    run: dict[str, Any]  # the trial's run.yaml data
+    experiment: str | None  # set when the trial reruns one that was running when the sweep stopped
+
+
+def constraint_values(sweep: SweepConfig, values: dict[str, float | None]) -> list[float]:
+    """Optuna's form of the constraints: one number each, <= 0 when met; a missing value counts as broken."""
+    out = []
+    for c in sweep.constraints:
+        value = values.get(str(c.metric))
+        if value is None:
+            out.append(1.0)
+        elif c.op in ("<=", "<"):
+            out.append(value - c.limit + (1e-12 if c.op == "<" and value == c.limit else 0.0))
+        else:
+            out.append(c.limit - value + (1e-12 if c.op == ">" and value == c.limit else 0.0))
+    return out
+
+
+def _repair_journal(path: Path) -> None:
+    """A journal cut in the middle of a line (kill -9 while Optuna appended) loses that line only; its lock file left
+    behind by the killed process is removed (the caller holds the sweep's own lock, so no writer can be alive)."""
+    lock = Path(str(path) + ".lock")
+    if lock.is_symlink() or lock.exists():
+        lock.unlink()
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+class SweepStudy:
+    def __init__(self, sweep: SweepConfig, base_run: dict[str, Any], folder: Path, storage: str | None = None) -> None:
+        self.sweep = sweep
+        self.base_run = base_run
+        self.folder = folder
+        self.storage_url = storage
+        self.grid = trial_runs(sweep, base_run)
+        self._study: optuna.Study | None = None
+
+    @property
+    def journal(self) -> Path:
+        from np_optimizer.workspace.sweep_files import JOURNAL_FILE
+
+        return self.folder / JOURNAL_FILE
+
+    def open(self) -> optuna.Study:
+        import optuna
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        optuna.logging.set_verbosity(logging.WARNING)
+        storage: Any
+        if self.storage_url:
+            storage = self.storage_url
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _repair_journal(self.journal)
+            storage = JournalStorage(JournalFileBackend(str(self.journal)))
+        directions = ["maximize" if o.maximize else "minimize" for o in self.sweep.objectives]
+        self._study = optuna.create_study(study_name=STUDY_NAME, storage=storage, directions=directions,
+                                          sampler=self._sampler(), load_if_exists=True)
+        return self._study
+
+    @property
+    def study(self) -> optuna.Study:
+        assert self._study is not None, "open() first"
+        return self._study
+
+    def _sampler(self) -> optuna.samplers.BaseSampler:
+        import optuna
+
+        strategy = self.sweep.strategy
+        constraints: Callable[[optuna.trial.FrozenTrial], list[float]] | None = None
+        if self.sweep.constraints:
+            count = len(self.sweep.constraints)
+
+            def constraints(trial: optuna.trial.FrozenTrial) -> list[float]:
+                return list(trial.user_attrs.get("constraints", [1.0] * count))
+        if strategy.name == "optuna":
+            # TPE handles several objectives and constraints; its first trials are random (a third of the budget)
+            startup = max(2, (strategy.trials or 6) // 3)
+            return optuna.samplers.TPESampler(seed=strategy.seed, n_startup_trials=startup,
+                                              constraints_func=constraints)
+        # grid: the points are enqueued in order; the sampler only ever sees fixed parameters
+        return optuna.samplers.RandomSampler(seed=strategy.seed)
+
+    # --- what the study holds -------------------------------------------------------------------------------------
+
+    def counted(self) -> list[optuna.trial.FrozenTrial]:
+        """The trials that count: every one but the closed repeats and the interrupted runs asked again, by number."""
+        return [t for t in self.study.get_trials(deepcopy=False)
+                if not t.user_attrs.get("duplicate") and not t.user_attrs.get("interrupted")]
+
+    def budget(self) -> int:
+        if self.sweep.strategy.name == "optuna":
+            return min(self.sweep.strategy.trials or 0, len(self.grid))
+        return len(self.grid)
+
+    def interrupted(self) -> list[optuna.trial.FrozenTrial]:
+        """Trials left RUNNING by a sweep that stopped (Ctrl+C, kill -9): the driver reruns or collects each."""
+        from optuna.trial import TrialState
+
+        return [t for t in self.counted() if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+    def tried_keys(self) -> set[str]:
+        return {str(t.user_attrs.get("run_key")) for t in self.counted() if t.user_attrs.get("run_key")}
+
+    # --- ask and tell ---------------------------------------------------------------------------------------------
+
+    def ask(self) -> Proposal | None:
+        """The next configuration not tried yet, or None when the budget is spent or the space exhausted."""
+        import optuna
+
+        if len(self.counted()) >= self.budget():
+            return None
+        tried = self.tried_keys()
+        untried = [(params, run) for params, run in self.grid if run_key(run) not in tried]
+        if not untried:
+            return None
+        if self.sweep.strategy.name != "optuna":
+            self.study.enqueue_trial(untried[0][0])
+        distributions = {d.path: optuna.distributions.CategoricalDistribution(list(d.values))
+                         for d in self.sweep.space}
+        for _attempt in range(_MAX_REPEATS + 1):
+            trial = self.study.ask(distributions)
+            params = dict(trial.params)
+            run = run_for(self.sweep, self.base_run, params)
+            key = run_key(run)
+            if key not in tried:
+                trial.set_user_attr("run_key", key)
+                return Proposal(trial.number, params, run, None)
+            trial.set_user_attr("duplicate", True)
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            if _attempt == _MAX_REPEATS - 1:  # the sampler keeps repeating itself: take the next untried point
+                self.study.enqueue_trial(untried[0][0])
+        return None
+
+    def rerun(self, stale: optuna.trial.FrozenTrial) -> Proposal:
+        """A trial that was running when the sweep stopped: closed as failed (interrupted) and asked again with the
+        same parameters and experiment folder, so it is counted once."""
+        import optuna
+
+        if not stale.state.is_finished():
+            self._set(stale.number, "interrupted", True)
+            self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        experiment = stale.user_attrs.get("experiment")
+        self.study.enqueue_trial(stale.params)
+        trial = self.study.ask({d.path: optuna.distributions.CategoricalDistribution(list(d.values))
+                                for d in self.sweep.space})
+        run = run_for(self.sweep, self.base_run, dict(trial.params))
+        trial.set_user_attr("run_key", run_key(run))
+        trial.set_user_attr("rerun_of", stale.number)
+        trial.set_user_attr("runs", int(stale.user_attrs.get("runs", 1)) + 1)
+        if experiment:
+            trial.set_user_attr("experiment", experiment)
+        return Proposal(trial.number, dict(trial.params), run, str(experiment) if experiment else None)
+
+    def started(self, number: int, experiment: str) -> None:
+        self._set(number, "experiment", experiment)
+
+    def _set(self, number: int, key: str, value: Any) -> None:
+        trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        self.study._storage.set_trial_user_attr(trial_id, key, value)
+
+    def tell(self, number: int, values: dict[str, float | None], reason: str | None) -> None:
+        """The trial's result: its objective values, or failed with `reason` (a missing objective value fails it)."""
+        import optuna
+
+        self._set(number, "constraints", constraint_values(self.sweep, values))
+        objective = [values.get(str(o.metric)) for o in self.sweep.objectives]
+        if reason is not None or any(v is None for v in objective):
+            self._set(number, "reason", reason or "an objective value is missing")
+            self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+            return
+        self.study.tell(number, [float(v) for v in objective if v is not None], skip_if_finished=True)
+

@@ -1,0 +1,59 @@
+"""A finished trial's figures: the values of the sweep's metrics for its last checkpoint, read from the trial's own
+report (the same numbers `np report` shows for that experiment), each in the metric's stored unit."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from np_optimizer.report.model import build_experiment_report
+from np_optimizer.workspace import Experiment
+from np_optimizer.workspace.store import ExperimentStore
+
+__all__ = ["TrialValues", "trial_values"]
+
+
+@dataclass(frozen=True)
+class TrialValues:
+    checkpoint: str
+    values: dict[str, float | None]  # metric -> value; None: not given (see missing)
+    missing: tuple[str, ...]  # one line per metric the trial did not give, with why
+
+
+def _measured(rounds: list[dict[str, Any]], checkpoint: str, sha: str | None, device: str) -> dict[str, Any] | None:
+    """The newest successful post-hoc round of this checkpoint (these bytes) on `device`."""
+    mine = [r for r in rounds if r.get("checkpoint") == checkpoint and r.get("device") == device
+            and r.get("status") == "SUCCESS" and (sha is None or r.get("checkpoint_sha256") == sha)]
+    return max(mine, key=lambda r: str(r.get("started_at", ""))) if mine else None
+
+
+def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None = None) -> TrialValues:
+    """The values of `metrics` for the experiment's last checkpoint (the trial's output); with `measure_on`, the
+    metrics its newest measured round on that device gives come from that round."""
+    built = build_experiment_report(ExperimentStore(exp).read_report())
+    row = built.rows[-1]
+    values: dict[str, float | None] = {}
+    missing = []
+    measured: dict[str, Any] = {}
+    if measure_on is not None:
+        found = _measured(built.post_hoc_all, row.checkpoint, None, measure_on)
+        if found is None:
+            missing.append(f"no measured round of {row.checkpoint.lower()} on {measure_on}")
+        else:
+            measured = {m["metric_type"]: m.get("value") for m in found.get("metrics", [])}
+    for metric in metrics:
+        value = measured[metric] if metric in measured else row.value(metric)
+        if value is not None and math.isinf(value):
+            value = None
+            missing.append(f"{metric.lower()}: the outputs are identical to INPUT_MODEL's (no finite SNR)")
+        elif value is None:
+            why = "not given by this device and method"
+            if row.profile is not None and row.profile.get("status") == "FAILED":
+                why = f"profiling failed: {(row.profile.get('error') or {}).get('message')}"
+            elif row.profile is None and metric not in ("SNR", "MAX_ABS_ERROR", "PTE_SIZE"):
+                why = f"{row.checkpoint.lower()} was not profiled"
+            missing.append(f"{metric.lower()}: {why}")
+        values[metric] = None if value is None else float(value)
+    return TrialValues(row.checkpoint, values, tuple(missing))
