@@ -295,11 +295,11 @@ class ValidationFailed(NpError):
     code = "NP-VAL-422"
     exit_code = EXIT_VALIDATION
 
-    def __init__(self, issues: Sequence[Issue], *, source: str = "run.yaml") -> None:
+    def __init__(self, issues: Sequence[Issue], *, source: str = "run.yaml", check: str = "np validate") -> None:
         errors = [i for i in issues if not i.is_warning]
         super().__init__(
             f"{source} has {len(errors)} violation(s); nothing was run.",
-            hint="Fix the violations listed above, then run `np validate` again.",
+            hint=f"Fix the violations listed above, then run `{check}` again.",
         )
         self.issues = issues
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from np_optimizer.config.budgets import Budget
 from np_optimizer.errors import ConfigError, NotFoundError, NpError, UsageError
 from np_optimizer.records import ReportRecord, to_dict
+from np_optimizer.records.sweep import FrontView
 from np_optimizer.report.model import (
     PipelineRow,
     ProjectReport,
@@ -115,7 +116,27 @@ def _project_report(project: str | None, cwd: Path) -> ProjectReport:
         steps = tuple(r.step_type for r in built.rows if r.checkpoint != "INPUT_MODEL")
         output = next((r for r in reversed(built.rows) if r.checkpoint != "INPUT_MODEL"), None)
         rows.append(ProjectRow(exp.name, str(built.experiment.get("status", "created")), steps, output))
-    return ProjectReport(owner.name, owner.info["device"], owner.info["model"].get("name"), input_row, tuple(rows))
+    front, sweep_warning = _sweep_front(owner.root)
+    return ProjectReport(owner.name, owner.info["device"], owner.info["model"].get("name"), input_row, tuple(rows),
+                         front=front, sweep_warning=sweep_warning)
+
+
+def _sweep_front(project_root: Path) -> tuple[FrontView | None, str | None]:
+    """The front of the project's sweep (None: it never ran one), or the one-line warning a damaged trials.json
+    gives instead: it must not hide the rest of the project report."""
+    from np_optimizer.report.front import front_view
+    from np_optimizer.workspace.sweep_files import read_sweep_record
+
+    try:
+        record = read_sweep_record(project_root)
+        return (front_view(record) if record is not None else None), None
+    except NpError as error:
+        return None, f"The sweep's front is not shown: {error.message}" + (f" {error.hint}" if error.hint else "")
+    except OSError as error:  # unreadable (permissions)
+        return None, f"The sweep's front is not shown: {error}"
+    except (AttributeError, TypeError, ValueError, KeyError) as error:  # JSON of another shape than np writes
+        return None, f"The sweep's front is not shown: sweep/trials.json holds a record np cannot read ({error}). " \
+                     "np sweep --resume rebuilds it from the study journal (sweep/study.journal)."
 
 
 def write_html_report(record: ReportRecord, file: Path | None = None) -> Path:

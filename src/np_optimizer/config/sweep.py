@@ -323,9 +323,9 @@ def load_sweep(path: Path) -> SweepConfig:
                                  "or give --file.", code="NP-SWP-404")
     doc, issues = load_yaml(path)
     if doc is None:
-        raise ValidationFailed(issues, source=path.name)
+        raise ValidationFailed(issues, source=path.name, check="np sweep --dry-run")
     sweep, found = validate_sweep(doc.data)
     placed = _placed(found, doc, path.name)
     if sweep is None:
-        raise ValidationFailed(placed, source=path.name)
+        raise ValidationFailed(placed, source=path.name, check="np sweep --dry-run")
     return dataclasses.replace(sweep, warnings=tuple(i for i in placed if i.is_warning))

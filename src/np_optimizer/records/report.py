@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
+from np_optimizer.records.sweep import FrontView
 
 __all__ = ["Table", "ExperimentPage", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow",
            "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",
@@ -81,6 +82,8 @@ class ProjectReport:
     model_name: str | None
     input_row: PipelineRow | None  # INPUT_MODEL's row from the first experiment that has its metrics
     experiments: tuple[ProjectRow, ...] = ()
+    front: FrontView | None = None  # the project's sweep (sweep/trials.json), None when it never ran one
+    sweep_warning: str | None = None  # why the sweep's front is not shown (a damaged trials.json)
 
 
 @dataclass(frozen=True)

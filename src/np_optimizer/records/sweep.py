@@ -61,6 +61,7 @@ class SweepRecord:
     trials: tuple[SweepTrial, ...] = ()
     method: str | None = None  # the profile method of every trial
     device: str | None = None
+    key: str | None = None  # the sweep's shape (space, objectives, ...): a resumed sweep must have the same
     schema_version: int = 1
 
     def trial(self, number: int) -> SweepTrial | None:
@@ -70,3 +71,63 @@ class SweepRecord:
         from np_optimizer.records.codec import to_dict
 
         return to_dict(self)
+
+
+__all__ += ["FrontPoint", "FrontView"]
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """One trial as the front shows it (np_optimizer.report.front builds it from the SweepRecord)."""
+
+    number: int
+    experiment: str
+    state: str
+    params: dict[str, Any]
+    values: dict[str, float | None]  # objective name -> value in the objective's stored unit (None: not given)
+    pareto: bool = False  # on the front: no feasible trial with every objective value is at least as good on all
+    # objectives and better on one (equal trials are both on it)
+    feasible: bool = False  # complete and meets every constraint (a constraint without its value is not met)
+    violations: tuple[str, ...] = ()  # the constraints it breaks, as written; "... (unknown: no value)" when missing
+    best_for: tuple[str, ...] = ()  # the objectives it is best at among the feasible trials (ties: each of them)
+    missing: tuple[str, ...] = ()  # a complete trial's objectives without a value
+    reason: str | None = None  # one line: why it failed, or why a value is missing
+    kept_float: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FrontView:
+    """The front of a project's sweep: every trial in number order with its objective values, the Pareto-optimal
+    ones marked, the best trial of each objective, and the failed ones with their reason (np report --json: "sweep")."""
+
+    __json_computed__ = {"front": "front_numbers", "failed": "failed_numbers"}  # not a field: no annotation
+
+    sweep_file: str
+    strategy: str
+    objectives: tuple[SweepObjective, ...]
+    constraints: tuple[SweepConstraint, ...]
+    trials: tuple[FrontPoint, ...]
+    varying: tuple[str, ...] = ()  # the params whose value differs between trials (all of them with one trial)
+    best: dict[str, tuple[int, ...]] = field(default_factory=dict)  # objective name -> its best trials' numbers
+    device: str | None = None
+    method: str | None = None
+
+    @property
+    def front(self) -> tuple[FrontPoint, ...]:
+        return tuple(p for p in self.trials if p.pareto)
+
+    @property
+    def failed(self) -> tuple[FrontPoint, ...]:
+        return tuple(p for p in self.trials if p.state == FAILED)
+
+    @property
+    def front_numbers(self) -> tuple[int, ...]:
+        return tuple(p.number for p in self.front)
+
+    @property
+    def failed_numbers(self) -> tuple[int, ...]:
+        return tuple(p.number for p in self.failed)
+
+    def point(self, number: int) -> FrontPoint | None:
+        return next((p for p in self.trials if p.number == number), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from np_optimizer.records.codec import to_dict
 from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
 
 __all__ = ["experiment_json", "project_json"]
@@ -90,10 +91,18 @@ def _brief_metrics(row: PipelineRow | None) -> list[dict[str, Any]]:
 
 
 def project_json(report: ProjectReport) -> dict[str, Any]:
-    return {
+    """The project document; with a sweep, "sweep" holds its front (objectives, constraints, every trial with its
+    values in stored units, pareto, violations, best_for; "front" and "failed" the trial numbers), or {"warning": ...}
+    when trials.json cannot be read. Without a sweep there is no "sweep" key."""
+    data = {
         "project": {"name": report.name, "device": report.device},
         "base_model": {"name": report.model_name, "metrics": _brief_metrics(report.input_row)},
         "experiments": [{"name": e.name, "status": e.status, "step_types": list(e.step_types),
                          "output": e.output.checkpoint if e.output else None, "metrics": _brief_metrics(e.output)}
                         for e in report.experiments],
     }
+    if report.front is not None:
+        data["sweep"] = to_dict(report.front)
+    elif report.sweep_warning is not None:
+        data["sweep"] = {"warning": report.sweep_warning}
+    return data

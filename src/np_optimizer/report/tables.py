@@ -32,8 +32,11 @@ FOOTNOTES = {
 
 def report_tables(record: ReportRecord) -> list[Table]:
     """The tables of a report, in print order: the pipeline then one per post-hoc checkpoint, or the project's."""
-    if record.project is not None:
-        return [project_table(record.project)]
+    if record.project is not None:  # the project's table, then its sweep's trials and front (report/front.py)
+        from np_optimizer.report.front import front_table
+
+        front = record.project.front
+        return [project_table(record.project), *([front_table(front)] if front is not None else [])]
     if record.experiment is None:
         return []
     from np_optimizer.report.evaluation import evaluation_tables

@@ -235,7 +235,8 @@ class _Driver:
         self._from_study()
         stale = self.study.interrupted()
         self.on_event({"kind": "start", "workers": self.pool.slots, "why": self.run.workers_why,
-                       "budget": self.study.budget(), "grid": len(self.study.grid), "resumed": len(self.trials),
+                       "budget": self.study.budget(), "grid": len(self.study.grid),
+                       "resumed": sum(1 for t in self.trials.values() if t.state in (COMPLETE, FAILED)),
                        "rerun": len(stale), **self._counts()})
         queue = [self.study.rerun(t) for t in stale]
         for t in stale:

@@ -53,7 +53,9 @@ def workers_for(project: Project, sweep: SweepConfig, asked: int | None) -> tupl
     device = get_device(project.device_name)
     first = base_experiment(project, sweep)
     method = sweep.method or default_method(device, remote_configured=remote_for(first, device.name) is not None)
-    on_host = sweep.measure_on == "host" or (method == "on-device" and device.local)
+    support = device.method(method)
+    on_host = sweep.measure_on is not None and get_device(sweep.measure_on).local or (
+        device.local and support is not None and support.result_kind == "measured")
     if asked is not None:
         why = "--workers"
         if asked > 1 and on_host:

@@ -90,7 +90,8 @@ class SweepStudy:
             self.folder.mkdir(parents=True, exist_ok=True)
             _repair_journal(self.journal)
             storage = JournalStorage(JournalFileBackend(str(self.journal)))
-        directions = ["maximize" if o.maximize else "minimize" for o in self.sweep.objectives]
+        directions = [optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
+                      for o in self.sweep.objectives]
         self._study = optuna.create_study(study_name=STUDY_NAME, storage=storage, directions=directions,
                                           sampler=self._sampler(), load_if_exists=True)
         return self._study
@@ -153,8 +154,8 @@ class SweepStudy:
             return None
         if self.sweep.strategy.name != "optuna":
             self.study.enqueue_trial(untried[0][0])
-        distributions = {d.path: optuna.distributions.CategoricalDistribution(list(d.values))
-                         for d in self.sweep.space}
+        distributions: dict[str, optuna.distributions.BaseDistribution] = {
+            d.path: optuna.distributions.CategoricalDistribution(list(d.values)) for d in self.sweep.space}
         for _attempt in range(_MAX_REPEATS + 1):
             trial = self.study.ask(distributions)
             params = dict(trial.params)
@@ -179,8 +180,9 @@ class SweepStudy:
             self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         experiment = stale.user_attrs.get("experiment")
         self.study.enqueue_trial(stale.params)
-        trial = self.study.ask({d.path: optuna.distributions.CategoricalDistribution(list(d.values))
-                                for d in self.sweep.space})
+        distributions: dict[str, optuna.distributions.BaseDistribution] = {
+            d.path: optuna.distributions.CategoricalDistribution(list(d.values)) for d in self.sweep.space}
+        trial = self.study.ask(distributions)
         run = run_for(self.sweep, self.base_run, dict(trial.params))
         trial.set_user_attr("run_key", run_key(run))
         trial.set_user_attr("rerun_of", stale.number)

@@ -11,11 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.errors import error_record
+from np_optimizer.errors import ValidationFailed, error_record
 
 __all__ = ["run_trial", "main"]
 
 Emit = Callable[[dict[str, Any]], None]
+
+
+def measuring_method(device_name: str) -> str:
+    """The device's method that measures (np profile -d DEVICE --method it)."""
+    from np_optimizer.devices import get_device
+
+    device = get_device(device_name)
+    return next((m.method for m in device.methods if m.result_kind == "measured"), device.methods[0].method)
 
 
 def run_trial(experiment_dir: Path, *, method: str | None, retry: bool, measure_on: str | None,
@@ -39,11 +47,17 @@ def run_trial(experiment_dir: Path, *, method: str | None, retry: bool, measure_
         if error is None and measure_on:
             emit({"event": "progress", "text": f"measuring on {measure_on}"})
             measured = api.profile(["OUTPUT_MODEL"], experiment=str(experiment_dir), device=measure_on,
-                                   method="on-device")
+                                   method=measuring_method(measure_on))
             failed_rounds = [r for r in measured.results if r.status != "SUCCESS"]
             if failed_rounds:
                 error = failed_rounds[0].error or {"message": f"the measurement on {measure_on} failed"}
-        done = {"event": "done", "status": "failed" if error else "success", "error": error}
+        done: dict[str, Any] = {"event": "done", "status": "failed" if error else "success", "error": error}
+    except ValidationFailed as exc:  # the trial's run.yaml breaks a rule of the device or model: say which
+        errors = [i for i in exc.issues if not i.is_warning]
+        first = errors[0] if errors else None
+        done = {"event": "done", "status": "failed", "error": {
+            "code": exc.code, "message": f"run.yaml: {first.message}" if first else exc.message,
+            "hint": first.hint if first else exc.hint}}
     except Exception as exc:  # noqa: BLE001 - any failure is the trial's, recorded with its reason; the sweep goes on
         done = {"event": "done", "status": "failed", "error": error_record(exc)}
     done["duration_s"] = round(time.monotonic() - started, 3)

@@ -8,7 +8,7 @@ from pathlib import Path
 from np_optimizer.cli.render import heading, line, out, print_json, print_plain, print_table, warn
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.errors import UsageError
-from np_optimizer.records import ReportRecord
+from np_optimizer.records import ReportRecord, Table
 
 __all__ = ["print_budget_outcome"]
 
@@ -30,6 +30,8 @@ def plain_view(record: ReportRecord, _target: Path | None) -> None:
     if record.budgets is not None:
         table = budget_table(record.budgets)
         print_plain(table.plain_columns, table.plain_rows, section=table.section)
+    if record.project is not None and record.project.sweep_warning is not None:  # trials.json cannot be read
+        print_plain(["warning"], [[record.project.sweep_warning]], section="sweep")
 
 
 @renderer("report", "table")
@@ -37,7 +39,8 @@ def table_view(record: ReportRecord, _target: Path | None) -> None:
     from np_optimizer.report.budget_table import with_budget_column
     from np_optimizer.report.tables import next_step, report_tables
 
-    first, *post_hoc = report_tables(record)
+    tables = report_tables(record)
+    first, *post_hoc = tables if record.project is None else tables[:1]  # a project's others: its sweep's front
     first = with_budget_column(first, record.budgets)
     print_table(first.title, first.columns, first.rows, caption=first.caption or None)
     for note in first.footnotes:
@@ -54,6 +57,20 @@ def table_view(record: ReportRecord, _target: Path | None) -> None:
     hint = next_step(record)
     if hint:
         out.print(hint)
+    if record.project is not None:
+        _sweep_view(tables[1:], record.project.sweep_warning)
+
+
+def _sweep_view(tables: list[Table], warning: str | None) -> None:
+    """The project's sweep: its trials with the front marked, the best trial per objective and the failed trials'
+    reasons (report/front.py); or the one-line warning of a trials.json that cannot be read."""
+    for table in tables:
+        out.print()
+        print_table(table.title, table.columns, table.rows, caption=table.caption or None)
+        for note in table.footnotes:
+            line("  ", note)
+    if warning is not None:
+        warn(warning)
 
 
 def print_budget_outcome(record: ReportRecord, junit: Path | None, *, quiet: bool = False) -> None:

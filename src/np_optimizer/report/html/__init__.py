@@ -67,12 +67,20 @@ def render_html(record: ReportRecord, pages: list[ExperimentPage]) -> str:
     from np_optimizer.report.tables import report_tables
 
     views = [experiment_view(page, prefix=f"e{index + 1}") for index, page in enumerate(pages)]
+    eids = [f"exp-{index + 1}" for index in range(len(views))]  # each experiment's article id
+    sweep = None
     if record.experiment is not None:
         title = f"np report: {views[0].name}"
         project_table = None
     else:
+        from np_optimizer.report.html.front_section import sweep_section
+
         title = f"np report: project {record.project.name if record.project else ''}"
         project_table = report_tables(record)[0]
+        if record.project is not None:  # the sweep's front, its points linking to the experiments' articles
+            sweep = sweep_section(record.project.front, record.project.sweep_warning,
+                                  {view.name: eid for view, eid in zip(views, eids)})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return _environment().get_template("report.html.j2").render(
-        title=title, views=views, project_table=project_table, generated=stamp, scope=record.scope)
+        title=title, views=views, eids=eids, project_table=project_table, sweep=sweep, generated=stamp,
+        scope=record.scope)
