@@ -9,7 +9,7 @@ from pathlib import Path
 
 from np_optimizer.devices import DEVICES, Device, find_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
-from np_optimizer.files import write_json
+from np_optimizer.files import write_json, write_text
 from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
 from np_optimizer.models.source import ModelSpec, copy_model_into
 from np_optimizer.records import ProjectRecord, WorkspaceInitResult, to_dict
@@ -56,6 +56,8 @@ def workspace_init(directory: Path | None = None) -> WorkspaceInitResult:
             from np_optimizer.evaluate.sample import add_sample_data
 
             add_sample_data(Project(workspace.root / sample.name), Path(record.path), sample)
+        if sample.sweep:
+            write_text(workspace.root / sample.name / "sweep.yaml", sample.sweep)
         created.append(sample.name)
     return WorkspaceInitResult(root=str(workspace.root), created=not existed, projects=tuple(created),
                                skipped=tuple(skipped))

@@ -22,14 +22,18 @@ def _print_plan(plan: object) -> None:
     from np_optimizer.sweep.plan import SweepPlan
 
     assert isinstance(plan, SweepPlan)
-    what = "all" if plan.strategy == "grid" else f"{plan.budget} trials drawn by Optuna from the"
+    what = {"grid": "all", "optuna": f"{plan.budget} trials drawn by Optuna from the"}.get(plan.strategy)
     line(("Dry run: ", "bold"), f"{plan.sweep_file}")
     out.print(f"  base {plan.base}, device method {plan.method}"
               + (f", each trial measured on {plan.measure_on}" if plan.measure_on else ""), markup=False)
     out.print(f"  objectives: {', '.join(plan.objectives)}"
               + (f"; constraints: {', '.join(plan.constraints)}" if plan.constraints else ""), markup=False)
-    out.print(f"  {plan.strategy}: {what} {plan.grid} configurations; {plan.workers} at a time ({plan.workers_why})",
-              markup=False)
+    if what is None:  # layers: one fully quantized trial, then the float mixes its per-layer SNR suggests
+        out.print(f"  layers: 1 trial quantized fully, then up to {plan.budget - 1} keeping its most damaging layers "
+                  f"float; {plan.workers} at a time ({plan.workers_why})", markup=False)
+    else:
+        out.print(f"  {plan.strategy}: {what} {plan.grid} configurations; {plan.workers} at a time "
+                  f"({plan.workers_why})", markup=False)
     rows = [[str(i), params_text(t.params), ",".join(t.steps) or "(none)", "; ".join(t.problems) or "ok"]
             for i, t in enumerate(plan.trials, 1)]
     print_table("Trials", ["#", "settings", "steps", "check"], rows)

@@ -101,6 +101,12 @@ class SweepDisplay:
             else:
                 self._print(Text.assemble(("✗ ", "red"), f"trial {event['number']} {event['experiment']} failed: ",
                                           str(event.get("reason")), (f"  ({took})", "dim")))
+        elif kind == "ranking":
+            if event.get("why"):
+                self._print(Text(f"No layer to keep float: {event['why']}; the layers strategy stops here."))
+            else:
+                ranked = ", ".join(f"{r['module']} (lost {r['lost_db']:.2f} dB)" for r in event["layers"][:4])
+                self._print(Text(f"Most damaging layers of the first trial: {ranked}"))
         elif kind == "end":
             self.counts = event
         if self._live is not None:

@@ -82,9 +82,11 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Strategy:
-    name: str  # grid | optuna
+    name: str  # grid | optuna | layers
     trials: int | None = None
     seed: int = 0
+    scheme: str | None = None  # layers: the scheme of the first trial, whose per-layer SNR ranks the layers
+    keep: tuple[int, ...] = ()  # layers: how many of the most damaging layers each further trial keeps float
 
 
 @dataclass(frozen=True)
@@ -204,8 +206,21 @@ def _strategy(raw: Any, issues: list[ValidationIssue]) -> Strategy:
                                 "seed: 0}}`."))
             return Strategy("optuna", 1, 0)
         return Strategy("optuna", trials, seed)
+    if isinstance(raw, dict) and set(raw) == {"layers"} and isinstance(raw["layers"], dict):
+        options = raw["layers"]
+        scheme, keep = options.get("scheme", "W8-A8"), options.get("keep_float", [1, 2, 4])
+        unknown = set(options) - {"scheme", "keep_float"}
+        if unknown or not isinstance(scheme, str) or not isinstance(keep, list) or not keep or not all(
+                isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in keep) or len(set(keep)) != len(keep):
+            issues.append(issue("S042", L_SCHEMA, "strategy.layers", "layers takes `scheme` (the first trial's GQ "
+                                "scheme) and `keep_float` (distinct counts of layers to keep float), got "
+                                f"{options!r}.", "Example: `strategy: {layers: {scheme: W8-A8, keep_float: [1, 2, "
+                                "4]}}`."))
+            return Strategy("layers", scheme="W8-A8", keep=(1,))
+        return Strategy("layers", scheme=scheme, keep=tuple(keep))
     issues.append(issue("S040", L_SCHEMA, "strategy", f"Unknown strategy {raw!r}.",
-                        "Write `grid`, or `{optuna: {trials: 12, seed: 0}}`."))
+                        "Write `grid`, `{optuna: {trials: 12, seed: 0}}` or `{layers: {scheme: W8-A8, keep_float: "
+                        "[1, 2, 4]}}`."))
     return Strategy("grid")
 
 
@@ -226,10 +241,15 @@ def validate_sweep(data: Any) -> tuple[SweepConfig | None, list[ValidationIssue]
     if base is not None and not isinstance(base, str):
         issues.append(issue("S004", L_SCHEMA, "base", "`base` names an experiment of the project.",
                             "Example: `base: experiment_01`."))
-    space = _space(data.get("space"), issues)
+    strategy = _strategy(data.get("strategy"), issues)
+    # the layers strategy varies the float layers itself: a space is optional there (each value fixed for all trials)
+    space = [] if strategy.name == "layers" and data.get("space") is None else _space(data.get("space"), issues)
+    if strategy.name == "layers" and any(len(d.values) != 1 for d in space):
+        issues.append(issue("S043", L_SCHEMA, "space", "With the layers strategy each space line takes one value "
+                            "(it applies to every trial).", "Run a grid sweep first to choose them, then one layers "
+                            "sweep with those values."))
     objectives = _objectives(data.get("objectives"), issues)
     constraints = _constraints(data.get("constraints"), issues)
-    strategy = _strategy(data.get("strategy"), issues)
     method = data.get("method")
     if method is not None and not isinstance(method, str):
         issues.append(issue("S005", L_SCHEMA, "method", "`method` names a profiling method (mlia, on-device).",

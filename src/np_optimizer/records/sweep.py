@@ -50,6 +50,7 @@ class SweepTrial:
     runs: int = 1  # how many times it was started (a trial that was running when the sweep stopped is run again)
     kept_float: tuple[str, ...] = ()  # layers strategy: the layers this trial keeps float
     note: str | None = None  # layers strategy: how the trial was proposed ("2 most damaging layers float")
+    caveats: tuple[str, ...] = ()  # one line each: a value that covers part of the model only (NPU part)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class FrontPoint:
     reason: str | None = None  # one line: why it failed, or why a value is missing
     kept_float: tuple[str, ...] = ()
     note: str | None = None
+    caveats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

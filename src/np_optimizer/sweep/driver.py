@@ -153,14 +153,19 @@ class _Driver:
             self.trials[t.number] = SweepTrial(
                 t.number, str(t.user_attrs.get("experiment", "")), dict(t.params), state,
                 t.user_attrs.get("checkpoint"), dict(values), t.user_attrs.get("reason"),
-                t.user_attrs.get("duration_s"), int(t.user_attrs.get("runs", 1)))
+                t.user_attrs.get("duration_s"), int(t.user_attrs.get("runs", 1)),
+                tuple(t.user_attrs.get("kept_float") or ()), t.user_attrs.get("note"),
+                tuple(t.user_attrs.get("caveats") or ()))
 
     def _start(self, proposal: Proposal, retry: bool) -> None:
         name = proposal.experiment or next_experiment_name(self.run.project)
         self.study.started(proposal.number, name)  # before the folder: a resumed sweep finds its folder by this
         exp = _create(self.run.project, name, proposal.number, proposal.params, proposal.run)
-        runs = int(self.study.study.trials[proposal.number].user_attrs.get("runs", 1))
-        self.trials[proposal.number] = SweepTrial(proposal.number, name, proposal.params, RUNNING, runs=runs)
+        attrs = self.study.study.trials[proposal.number].user_attrs
+        self.trials[proposal.number] = SweepTrial(proposal.number, name, proposal.params, RUNNING,
+                                                  runs=int(attrs.get("runs", 1)),
+                                                  kept_float=tuple(attrs.get("kept_float") or ()),
+                                                  note=attrs.get("note"))
         self.started_at[proposal.number] = time.monotonic()
         self._save()
         self.on_event({"kind": "trial_start", "number": proposal.number, "experiment": name,
@@ -176,11 +181,12 @@ class _Driver:
         reason = None
         values: dict[str, float | None] = {}
         checkpoint = None
+        caveats: tuple[str, ...] = ()
         if done.get("status") == "success":
             try:
                 got = trial_values(Experiment(self.run.project.root / trial.experiment), metrics_of(self.run.sweep),
                                    self.run.sweep.measure_on)
-                values, checkpoint = got.values, got.checkpoint
+                values, checkpoint, caveats = got.values, got.checkpoint, got.caveats
                 objectives = {str(o.metric) for o in self.run.sweep.objectives}
                 lacking = [m for m in got.missing if m.split(":")[0].upper() in objectives]
                 reason = "; ".join(lacking) or None
@@ -191,16 +197,28 @@ class _Driver:
         self.study._set(number, "values", values)
         self.study._set(number, "checkpoint", checkpoint)
         self.study._set(number, "duration_s", done.get("duration_s"))
+        self.study._set(number, "caveats", list(caveats))
         self.study.tell(number, values, reason)
         state = FAILED if reason is not None and (done.get("status") != "success" or
                                                    any(values.get(str(o.metric)) is None
                                                        for o in self.run.sweep.objectives)) else COMPLETE
         self.trials[number] = replace(trial, state=state, values=values, reason=reason, checkpoint=checkpoint,
-                                      duration_s=done.get("duration_s"))
+                                      duration_s=done.get("duration_s"), caveats=caveats)
+        if self.run.sweep.strategy.name == "layers" and trial.params.get("layers.keep_float") == 0:
+            self._rank(trial.experiment, state)
         self._save()
         self.on_event({"kind": "trial_done", "number": number, "experiment": trial.experiment, "state": state,
                        "values": values, "reason": reason, "hint": error.get("hint"),
                        "duration_s": done.get("duration_s"), **self._counts()})
+
+    def _rank(self, experiment: str, state: str) -> None:
+        """After the layers strategy's first trial: rank its layers (stored in the study, so a resume keeps them)."""
+        from np_optimizer.sweep.layers import layer_ranking
+
+        ranking, why = ([], "the first trial failed") if state != COMPLETE else layer_ranking(
+            Experiment(self.run.project.root / experiment))
+        self.study.set_ranking(ranking, why)
+        self.on_event({"kind": "ranking", "layers": ranking[:8], "why": why})
 
     def _counts(self) -> dict[str, Any]:
         states = [t.state for t in self.trials.values()]
@@ -233,6 +251,11 @@ class _Driver:
                                    "(only the number of trials may grow on --resume).", code="NP-SWP-412")
         self.study.study.set_user_attr("sweep_key", key)
         self._from_study()
+        if self.run.sweep.strategy.name == "layers" and self.study.ranking() is None:
+            first = next((t for t in self.trials.values() if t.params.get("layers.keep_float") == 0 and
+                          t.state in (COMPLETE, FAILED)), None)
+            if first is not None:  # the sweep stopped between the first trial's end and its ranking
+                self._rank(first.experiment, first.state)
         stale = self.study.interrupted()
         self.on_event({"kind": "start", "workers": self.pool.slots, "why": self.run.workers_why,
                        "budget": self.study.budget(), "grid": len(self.study.grid),

@@ -127,6 +127,10 @@ class SweepStudy:
                 if not t.user_attrs.get("duplicate") and not t.user_attrs.get("interrupted")]
 
     def budget(self) -> int:
+        if self.sweep.strategy.name == "layers":
+            ranking = self.ranking()
+            keep = self.sweep.strategy.keep
+            return 1 + (len(keep) if ranking is None else sum(1 for k in keep if k <= len(ranking)))
         if self.sweep.strategy.name == "optuna":
             return min(self.sweep.strategy.trials or 0, len(self.grid))
         return len(self.grid)
@@ -148,6 +152,8 @@ class SweepStudy:
 
         if len(self.counted()) >= self.budget():
             return None
+        if self.sweep.strategy.name == "layers":
+            return self._ask_layers()
         tried = self.tried_keys()
         untried = [(params, run) for params, run in self.grid if run_key(run) not in tried]
         if not untried:
@@ -170,6 +176,66 @@ class SweepStudy:
                 self.study.enqueue_trial(untried[0][0])
         return None
 
+    # --- the layers strategy -------------------------------------------------------------------------------------
+
+    def layers_run(self, kept: list[str]) -> dict[str, Any]:
+        """The base (with the space's one value per line) quantized with the strategy's scheme, `kept` left float."""
+        run = run_for(self.sweep, self.base_run, dict(self.grid[0][0]) if self.grid else {})
+        steps = run.setdefault("steps", [])
+        index = next((i for i, s in enumerate(steps) if isinstance(s, dict) and "graph_quantize" in s), None)
+        if index is None:
+            steps.append({"graph_quantize": [{}]})
+            index = len(steps) - 1
+        params = steps[index]["graph_quantize"]
+        params = params[0] if isinstance(params, list) and params and isinstance(params[0], dict) else {}
+        steps[index]["graph_quantize"] = [params]
+        params["scheme"] = self.sweep.strategy.scheme
+        params.pop("automatic_mixed_precision", None)
+        if kept:
+            params["keep_float"] = list(kept)
+        else:
+            params.pop("keep_float", None)
+        return run
+
+    def set_ranking(self, ranking: list[dict[str, Any]], why: str | None) -> None:
+        self.study.set_user_attr("layer_ranking", ranking)
+        self.study.set_user_attr("layer_ranking_why", why)
+
+    def ranking(self) -> list[dict[str, Any]] | None:
+        if self._study is None:  # a plan (np sweep --dry-run) never opens the study
+            return None
+        found = self.study.user_attrs.get("layer_ranking")
+        return list(found) if isinstance(found, list) else None
+
+    def _ask_layers(self) -> Proposal | None:
+        import optuna
+
+        counts = [0, *self.sweep.strategy.keep]
+        distributions: dict[str, optuna.distributions.BaseDistribution] = {
+            "layers.keep_float": optuna.distributions.CategoricalDistribution(counts)}
+        tried = {t.params.get("layers.keep_float") for t in self.counted()}
+        if 0 not in tried:
+            k, kept = 0, []
+        else:
+            ranking = self.ranking()
+            if not ranking:  # the first trial still runs, failed, or gave no per-layer SNR
+                return None
+            left = [k for k in self.sweep.strategy.keep if k not in tried and k <= len(ranking)]
+            if not left:
+                return None
+            k = left[0]
+            kept = ranking[:k]
+        self.study.enqueue_trial({"layers.keep_float": k})
+        trial = self.study.ask(distributions)
+        run = self.layers_run([str(layer["module"]) for layer in kept])
+        trial.set_user_attr("run_key", run_key(run))
+        if kept:
+            from np_optimizer.sweep.layers import ranking_note
+
+            trial.set_user_attr("kept_float", [str(layer["module"]) for layer in kept])
+            trial.set_user_attr("note", ranking_note(kept))
+        return Proposal(trial.number, dict(trial.params), run, None)
+
     def rerun(self, stale: optuna.trial.FrozenTrial) -> Proposal:
         """A trial that was running when the sweep stopped: closed as failed (interrupted) and asked again with the
         same parameters and experiment folder, so it is counted once."""
@@ -182,10 +248,18 @@ class SweepStudy:
         self.study.enqueue_trial(stale.params)
         distributions: dict[str, optuna.distributions.BaseDistribution] = {
             d.path: optuna.distributions.CategoricalDistribution(list(d.values)) for d in self.sweep.space}
+        if self.sweep.strategy.name == "layers":
+            distributions = {"layers.keep_float": optuna.distributions.CategoricalDistribution(
+                [0, *self.sweep.strategy.keep])}
         trial = self.study.ask(distributions)
-        run = run_for(self.sweep, self.base_run, dict(trial.params))
+        kept = [str(m) for m in stale.user_attrs.get("kept_float") or []]
+        run = self.layers_run(kept) if self.sweep.strategy.name == "layers" else run_for(
+            self.sweep, self.base_run, dict(trial.params))
         trial.set_user_attr("run_key", run_key(run))
         trial.set_user_attr("rerun_of", stale.number)
+        for key in ("kept_float", "note"):
+            if stale.user_attrs.get(key):
+                trial.set_user_attr(key, stale.user_attrs[key])
         trial.set_user_attr("runs", int(stale.user_attrs.get("runs", 1)) + 1)
         if experiment:
             trial.set_user_attr("experiment", experiment)

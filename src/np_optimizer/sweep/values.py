@@ -20,6 +20,7 @@ class TrialValues:
     checkpoint: str
     values: dict[str, float | None]  # metric -> value; None: not given (see missing)
     missing: tuple[str, ...]  # one line per metric the trial did not give, with why
+    caveats: tuple[str, ...] = ()  # one line per metric that covers part of the model only
 
 
 def _measured(rounds: list[dict[str, Any]], checkpoint: str, sha: str | None, device: str) -> dict[str, Any] | None:
@@ -56,4 +57,10 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
                 why = f"{row.checkpoint.lower()} was not profiled"
             missing.append(f"{metric.lower()}: {why}")
         values[metric] = None if value is None else float(value)
-    return TrialValues(row.checkpoint, values, tuple(missing))
+    caveats = []
+    for metric in values:
+        coverage = (row.metrics.get(metric) or {}).get("coverage")
+        if values[metric] is not None and metric not in measured and coverage:  # a total of the NPU part only
+            caveats.append(f"{metric.lower()} covers the NPU part only: layers left on the CPU are not estimated "
+                           "(np report --layers in its experiment)")
+    return TrialValues(row.checkpoint, values, tuple(missing), tuple(caveats))

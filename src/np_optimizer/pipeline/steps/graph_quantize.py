@@ -27,6 +27,7 @@ class GraphQuantizeConfig:
 
     scheme: str
     automatic_mixed_precision: str | None = None
+    keep_float: tuple[str, ...] = ()  # module paths left in float (np sweep's layers strategy writes them)
     kind: str = field(default="graph_quantize", init=False)
 
 
@@ -47,7 +48,8 @@ OPTIONS: Section = {
 
 def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
           model: dict[str, Any] | None = None) -> GraphQuantizeConfig | None:
-    params, ploc = step_params(raw, loc, "graph_quantize", ("scheme", "automatic_mixed_precision"), issues)
+    params, ploc = step_params(raw, loc, "graph_quantize", ("scheme", "automatic_mixed_precision", "keep_float"),
+                               issues)
     if params is None:
         return None
     all_schemes = all_scheme_names()
@@ -67,7 +69,14 @@ def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssu
         issues.append(issue("R032", L_SCHEMA, f"{ploc}.automatic_mixed_precision",
                             f"automatic_mixed_precision must be null or GREEDY, got {amp!r}.",
                             "Use `automatic_mixed_precision: null` (off) or `GREEDY`."))
-    return GraphQuantizeConfig(scheme=scheme, automatic_mixed_precision=amp_value) if scheme else None
+    keep = params.get("keep_float") or []
+    if not isinstance(keep, list) or not all(isinstance(k, str) and k for k in keep):
+        issues.append(issue("R033", L_SCHEMA, f"{ploc}.keep_float",
+                            f"keep_float lists module paths (as np report --layers names them), got {keep!r}.",
+                            "Example: `keep_float: [features.0, classifier.1]`."))
+        keep = []
+    return GraphQuantizeConfig(scheme=scheme, automatic_mixed_precision=amp_value,
+                               keep_float=tuple(keep)) if scheme else None
 
 
 def _run_yaml(backend: str) -> list[str]:
@@ -122,6 +131,9 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
                                 calibration=calibration.samples, keep_float=keep_float | always_float)
 
     ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
+    asked_float = frozenset(config.keep_float)
+    if asked_float:
+        always_float = always_float | asked_float
     program = quantize()
     changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
                                "calibration": {"samples": len(calibration.samples), "source": calibration.source}}
@@ -143,7 +155,14 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
     changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
     warnings = list(calibration.warnings)
-    kept = aq_modules | frozenset((changes.get("amp") or {}).get("float_layers") or [])
+    if asked_float:
+        known = {row["module"] for row in layers}
+        changes["keep_float"] = sorted(asked_float)
+        unknown = sorted(asked_float - known)
+        if unknown:
+            warnings.append(f"keep_float names no layer of the model: {', '.join(unknown)} (np report --layers "
+                            "lists the module paths)")
+    kept = aq_modules | asked_float | frozenset((changes.get("amp") or {}).get("float_layers") or [])
     changes["float_weights"] = float_weights(program, kept)  # weights the quantizer left float, per layer
     mostly_float = float_weights_warning(changes["float_weights"], config.scheme, device.backend)
     if mostly_float:
