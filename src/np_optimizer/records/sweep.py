@@ -62,6 +62,7 @@ class SweepRecord:
     trials: tuple[SweepTrial, ...] = ()
     method: str | None = None  # the profile method of every trial
     device: str | None = None
+    measure_on: str | None = None  # the device each trial's last checkpoint was measured on (its latency, memory)
     key: str | None = None  # the sweep's shape (space, objectives, ...): a resumed sweep must have the same
     schema_version: int = 1
 
@@ -114,6 +115,7 @@ class FrontView:
     best: dict[str, tuple[int, ...]] = field(default_factory=dict)  # objective name -> its best trials' numbers
     device: str | None = None
     method: str | None = None
+    measure_on: str | None = None
 
     @property
     def front(self) -> tuple[FrontPoint, ...]:

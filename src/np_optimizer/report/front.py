@@ -111,7 +111,7 @@ def front_view(record: SweepRecord) -> FrontView:
             reason=_one_line(t.reason), kept_float=tuple(t.kept_float), note=t.note,
             caveats=tuple(t.caveats)))
     return FrontView(record.sweep_file, record.strategy, objectives, record.constraints, tuple(points),
-                     _varying(trials), best, record.device, record.method)
+                     _varying(trials), best, record.device, record.method, record.measure_on)
 
 
 # -- how the views show it ------------------------------------------------------------------------------------------
@@ -182,6 +182,8 @@ def _plain_unit(unit: str) -> str:
 
 def _caption(view: FrontView) -> str:
     where = ", ".join(x for x in (view.device, view.method) if x)
+    if view.measure_on:
+        where += f"; latency and memory measured on {view.measure_on}"
     objectives = ", ".join(f"{o.name} {o.direction} ({objective_unit(o)})" for o in view.objectives)
     text = f"Sweep {view.sweep_file}: {view.strategy}, {len(view.trials)} trials{f' on {where}' if where else ''}. " \
            f"{FRONT_MARK}: Pareto-optimal, no other complete trial that meets every constraint is as good on every " \

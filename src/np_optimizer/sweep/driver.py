@@ -101,6 +101,7 @@ def record_of(run: SweepRun, trials: dict[int, SweepTrial]) -> SweepRecord:
                                         UNITS[MetricType(o.metric)]) for o in sweep.objectives),
         constraints=tuple(SweepConstraint(c.text, str(c.metric), c.op, c.limit) for c in sweep.constraints),
         trials=tuple(trials[n] for n in sorted(trials)), method=sweep.method, device=run.project.device_name,
+        measure_on=sweep.measure_on,
         key=sweep_key(sweep))
 
 
