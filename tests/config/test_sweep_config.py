@@ -86,3 +86,47 @@ def test_a_step_turned_on_goes_where_the_pipeline_puts_it() -> None:
     base: dict[str, Any] = {"version": "1.0", "steps": [{"graph_quantize": [{"scheme": "W8-A8"}]}]}
     (_values, run), = trial_runs(sweep, base)
     assert [next(iter(s)) for s in run["steps"]] == ["graph_optimize", "graph_quantize"]
+
+
+def test_run_detail_options_and_ranges_are_dimensions_too() -> None:
+    from np_optimizer.config.detail_config import validate_detail
+    from np_optimizer.config.sweep import detail_for
+
+    sweep, issues = validate_sweep(yaml.safe_load("""
+version: "1.0"
+space:
+  graph_quantize.calibration.num_samples: {from: 8, to: 32, step: 8}
+  graph_optimize: [true, false]
+objectives: [{snr: max}]
+"""))
+    assert sweep is not None, issues
+    assert sweep.space[0].values == (8, 16, 24, 32)
+    trials = trial_runs(sweep, BASE_RUN)
+    assert len(trials) == 8
+    params, run = trials[1]
+    detail = detail_for(sweep, run, params)
+    assert detail == {"detail": {"graph_quantize[0]": {"calibration": {"num_samples": 8}}}}
+    config, run_issues = validate_run(run, get_device("raspberry_pi_5"))
+    assert config is not None, run_issues
+    assert validate_detail(detail, config)[0] is not None
+    assert _codes("""
+version: "1.0"
+space: {graph_quantize.calibration.samples: [8], graph_quantize.amp.target_snr: {from: 40, to: 30, step: 1}}
+objectives: [{snr: max}]
+""") == {"S014": "space.graph_quantize.calibration.samples", "S012": "space.graph_quantize.amp.target_snr"}
+
+
+def test_the_layers_strategy_needs_no_space_and_takes_counts() -> None:
+    sweep, issues = validate_sweep(yaml.safe_load("""
+version: "1.0"
+objectives: [{latency: min}, {snr: max}]
+strategy: {layers: {scheme: W8-A8, keep_float: [1, 3]}}
+"""))
+    assert sweep is not None, issues
+    assert (sweep.strategy.name, sweep.strategy.keep, sweep.space) == ("layers", (1, 3), ())
+    assert _codes("""
+version: "1.0"
+space: {graph_optimize: [true, false]}
+objectives: [{snr: max}]
+strategy: {layers: {keep_float: [0]}}
+""") == {"S042": "strategy.layers", "S043": "space"}

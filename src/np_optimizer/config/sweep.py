@@ -32,7 +32,7 @@ from np_optimizer.config.parsing import issue
 from np_optimizer.metrics import HIGHER_IS_BETTER, UNITS, MetricType
 
 __all__ = ["SweepConfig", "Dimension", "Objective", "Constraint", "Strategy", "validate_sweep", "trial_runs",
-           "OBJECTIVE_METRICS", "SWEEP_FILE", "run_for", "run_key", "grid_size", "load_sweep"]
+           "OBJECTIVE_METRICS", "SWEEP_FILE", "run_for", "run_key", "grid_size", "load_sweep", "detail_for"]
 
 SWEEP_FILE = "sweep.yaml"
 _TOP_LEVEL = ("version", "base", "space", "objectives", "constraints", "strategy", "method", "measure_on")
@@ -58,7 +58,15 @@ class Dimension:
 
     @property
     def parameter(self) -> str | None:
-        return self.path.split(".", 1)[1] if "." in self.path else None
+        """run.yaml's step parameter (kind.param); None for a step alone or a run.detail.yaml option."""
+        parts = self.path.split(".")
+        return parts[1] if len(parts) == 2 else None
+
+    @property
+    def option(self) -> tuple[str, str] | None:
+        """run.detail.yaml's (section, option) of the step: graph_quantize.calibration.num_samples."""
+        parts = self.path.split(".")
+        return (parts[1], parts[2]) if len(parts) == 3 else None
 
 
 @dataclass(frozen=True)
@@ -116,9 +124,19 @@ def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
             issues.append(issue("S011", L_SCHEMA, loc, f"'{kind}' is not a step of run.yaml.",
                                 did_you_mean(kind, kinds)))
             continue
+        values = _expand_range(values)
         if not isinstance(values, list) or not values:
-            issues.append(issue("S012", L_SCHEMA, loc, f"{path} needs a non-empty list of values, got {values!r}.",
-                                f"Write `{path}: [a, b]`."))
+            issues.append(issue("S012", L_SCHEMA, loc, f"{path} needs a non-empty list of values or a range, got "
+                                f"{values!r}.", f"Write `{path}: [a, b]` or `{path}: {{from: 8, to: 64, step: 8}}`."))
+            continue
+        parts = str(path).split(".")
+        if len(parts) > 3 or (len(parts) == 3 and parts[1] not in _step_options(kind)) or (
+                len(parts) == 3 and parts[2] not in _step_options(kind).get(parts[1], {})):
+            sections = _step_options(kind)
+            known = [f"{kind}.{sec}.{opt}" for sec, opts in sections.items() for opt in opts]
+            issues.append(issue("S014", L_SCHEMA, loc, f"{path} is not a run.yaml parameter or run.detail.yaml "
+                                f"option of {kind}.", did_you_mean(str(path), known) if known else
+                                f"{kind} has no run.detail.yaml options."))
             continue
         if "." not in str(path) and not all(isinstance(v, bool) for v in values):
             issues.append(issue("S012", L_SCHEMA, loc, f"{path} (a step) takes true or false, got {values!r}.",
@@ -129,6 +147,26 @@ def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
             continue
         out.append(Dimension(str(path), tuple(values)))
     return out
+
+
+def _step_options(kind: str) -> dict[str, Any]:
+    from np_optimizer.config.steps import step_spec
+
+    options = step_spec(kind).options
+    return {section: dict(entries) for section, entries in options.items() if isinstance(entries, dict)}
+
+
+def _expand_range(values: Any) -> Any:
+    """`{from: 8, to: 64, step: 8}` -> [8, 16, ..., 64] (both ends in); anything else as it is."""
+    if not isinstance(values, dict) or set(values) != {"from", "to", "step"}:
+        return values
+    start, stop, step = values["from"], values["to"], values["step"]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, stop, step)) or step <= 0 \
+            or stop < start or (stop - start) / step > 1000:
+        return None
+    count = int(round((stop - start) / step)) + 1
+    out = [start + i * step for i in range(count)]
+    return [int(v) if all(isinstance(x, int) for x in (start, step)) else round(float(v), 12) for v in out]
 
 
 def _objectives(raw: Any, issues: list[ValidationIssue]) -> list[Objective]:
@@ -297,17 +335,30 @@ def run_for(sweep: SweepConfig, base_run: dict[str, Any], values: dict[str, Any]
     step present; a parameter of a step the point drops changes nothing)."""
     run = copy.deepcopy(base_run)
     for dimension in sorted(sweep.space, key=lambda d: d.parameter is not None):
-        if dimension.path in values:
+        if dimension.path in values and dimension.option is None:
             run = _with(run, dimension, values[dimension.path])
     return run
 
 
-def run_key(run: dict[str, Any]) -> str:
-    """Two points with the same key run the same experiment (the same run.yaml data)."""
+def detail_for(sweep: SweepConfig, run: dict[str, Any], values: dict[str, Any]) -> dict[str, Any] | None:
+    """The run.detail.yaml data of one point (its options of steps the run has), None when it sets none."""
+    kinds = [next(iter(s)) for s in run.get("steps") or [] if isinstance(s, dict) and s]
+    detail: dict[str, Any] = {}
+    for dimension in sweep.space:
+        if dimension.option is None or dimension.path not in values or dimension.kind not in kinds:
+            continue
+        section, option = dimension.option
+        detail.setdefault(f"{dimension.kind}[0]", {}).setdefault(section, {})[option] = values[dimension.path]
+    return {"detail": detail} if detail else None
+
+
+def run_key(run: dict[str, Any], detail: dict[str, Any] | None = None) -> str:
+    """Two points with the same key run the same experiment (the same run.yaml and run.detail.yaml data)."""
     import hashlib
     import json
 
-    return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    both = run if detail is None else {"run": run, "detail": detail}
+    return hashlib.sha256(json.dumps(both, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def grid_size(sweep: SweepConfig) -> int:
@@ -324,7 +375,7 @@ def trial_runs(sweep: SweepConfig, base_run: dict[str, Any]) -> list[tuple[dict[
     for values in itertools.product(*(d.values for d in sweep.space)):
         point = {d.path: v for d, v in zip(sweep.space, values)}
         run = run_for(sweep, base_run, point)
-        key = run_key(run)
+        key = run_key(run, detail_for(sweep, run, point))
         if key not in seen:
             seen.add(key)
             out.append((point, run))

@@ -91,6 +91,25 @@ def base_run(project: Project, sweep: SweepConfig) -> dict[str, Any]:
     return dict(data) if isinstance(data, dict) else {}
 
 
+def trial_detail(project: Project, sweep: SweepConfig, run: dict[str, Any],
+                 options: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The trial's run.detail.yaml data: the base's options for the steps the trial has (its per-checkpoint profile
+    options are left out: the trial's profile list may differ), with the options the space sets on top."""
+    base_file = base_experiment(project, sweep).detail_file
+    base = yaml.safe_load(base_file.read_text(encoding="utf-8")) if base_file.is_file() else None
+    kinds = {f"{next(iter(s))}[0]" for s in run.get("steps") or [] if isinstance(s, dict) and s}
+    merged: dict[str, Any] = {}
+    if isinstance(base, dict) and isinstance(base.get("detail"), dict):
+        for key, value in base["detail"].items():
+            if not str(key).endswith("]") or key in kinds:
+                merged[key] = value
+    for key, sections in ((options or {}).get("detail") or {}).items():
+        target = merged.setdefault(key, {})
+        for section, values in sections.items():
+            target.setdefault(section, {}).update(values)
+    return {"detail": merged} if merged else None
+
+
 def record_of(run: SweepRun, trials: dict[int, SweepTrial]) -> SweepRecord:
     sweep = run.sweep
     return SweepRecord(
@@ -123,9 +142,13 @@ def _trial_yaml(number: int, params: dict[str, Any], run: dict[str, Any]) -> str
     return f"# np sweep, trial {number}: {said}\n" + yaml.safe_dump(run, sort_keys=False)
 
 
-def _create(project: Project, name: str, number: int, params: dict[str, Any], run: dict[str, Any]) -> Experiment:
+def _create(project: Project, name: str, number: int, params: dict[str, Any], run: dict[str, Any],
+            detail: dict[str, Any] | None) -> Experiment:
     root = project.root / name
     write_text(root / "run.yaml", _trial_yaml(number, params, run))
+    if detail is not None:
+        write_text(root / "run.detail.yaml", f"# np sweep, trial {number}: the options its space sets (the rest: "
+                                             "defaults)\n" + yaml.safe_dump(detail, sort_keys=False))
     now = utc_now()
     if not (root / "meta.json").exists():
         write_json(root / "meta.json", {"schema_version": 1, "name": name, "project": project.name,
@@ -161,7 +184,8 @@ class _Driver:
     def _start(self, proposal: Proposal, retry: bool) -> None:
         name = proposal.experiment or next_experiment_name(self.run.project)
         self.study.started(proposal.number, name)  # before the folder: a resumed sweep finds its folder by this
-        exp = _create(self.run.project, name, proposal.number, proposal.params, proposal.run)
+        detail = trial_detail(self.run.project, self.run.sweep, proposal.run, proposal.detail)
+        exp = _create(self.run.project, name, proposal.number, proposal.params, proposal.run, detail)
         attrs = self.study.study.trials[proposal.number].user_attrs
         self.trials[proposal.number] = SweepTrial(proposal.number, name, proposal.params, RUNNING,
                                                   runs=int(attrs.get("runs", 1)),

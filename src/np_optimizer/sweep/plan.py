@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.config.detail_config import validate_detail
 from np_optimizer.config.run_config import validate_run
-from np_optimizer.config.sweep import SWEEP_FILE, SweepConfig, load_sweep
+from np_optimizer.config.sweep import SWEEP_FILE, SweepConfig, detail_for, load_sweep
 from np_optimizer.devices import default_method, get_device
 from np_optimizer.sweep.driver import base_experiment, base_run
 from np_optimizer.sweep.pool import default_workers
@@ -73,7 +74,10 @@ def plan_sweep(project: Project, file: Path | None = None, workers: int | None =
     study = SweepStudy(sweep, base, sweep_dir(project.root))
     trials = []
     for params, run in study.grid:
-        _config, issues = validate_run(run, device, model=project.info["model"])
+        config, issues = validate_run(run, device, model=project.info["model"])
+        detail = detail_for(sweep, run, params)
+        if config is not None and detail is not None:
+            issues += validate_detail(detail, config)[1]
         steps = tuple(next(iter(s)) for s in run.get("steps") or [] if isinstance(s, dict) and s)
         trials.append(PlannedTrial(params, steps, tuple(i.message for i in issues if not i.is_warning)))
     count, why = workers_for(project, sweep, workers)

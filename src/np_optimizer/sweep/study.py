@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.config.sweep import SweepConfig, run_for, run_key, trial_runs
+from np_optimizer.config.sweep import SweepConfig, detail_for, run_for, run_key, trial_runs
 
 if TYPE_CHECKING:
     import optuna
@@ -32,6 +32,7 @@ class Proposal:
     params: dict[str, Any]
     run: dict[str, Any]  # the trial's run.yaml data
     experiment: str | None  # set when the trial reruns one that was running when the sweep stopped
+    detail: dict[str, Any] | None = None  # its run.detail.yaml data (options the space sets), if any
 
 
 def constraint_values(sweep: SweepConfig, values: dict[str, float | None]) -> list[float]:
@@ -155,7 +156,8 @@ class SweepStudy:
         if self.sweep.strategy.name == "layers":
             return self._ask_layers()
         tried = self.tried_keys()
-        untried = [(params, run) for params, run in self.grid if run_key(run) not in tried]
+        untried = [(params, run) for params, run in self.grid
+                   if run_key(run, detail_for(self.sweep, run, params)) not in tried]
         if not untried:
             return None
         if self.sweep.strategy.name != "optuna":
@@ -166,10 +168,11 @@ class SweepStudy:
             trial = self.study.ask(distributions)
             params = dict(trial.params)
             run = run_for(self.sweep, self.base_run, params)
-            key = run_key(run)
+            detail = detail_for(self.sweep, run, params)
+            key = run_key(run, detail)
             if key not in tried:
                 trial.set_user_attr("run_key", key)
-                return Proposal(trial.number, params, run, None)
+                return Proposal(trial.number, params, run, None, detail)
             trial.set_user_attr("duplicate", True)
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             if _attempt == _MAX_REPEATS - 1:  # the sampler keeps repeating itself: take the next untried point
@@ -255,7 +258,8 @@ class SweepStudy:
         kept = [str(m) for m in stale.user_attrs.get("kept_float") or []]
         run = self.layers_run(kept) if self.sweep.strategy.name == "layers" else run_for(
             self.sweep, self.base_run, dict(trial.params))
-        trial.set_user_attr("run_key", run_key(run))
+        detail = detail_for(self.sweep, run, dict(trial.params))
+        trial.set_user_attr("run_key", run_key(run, detail))
         trial.set_user_attr("rerun_of", stale.number)
         for key in ("kept_float", "note"):
             if stale.user_attrs.get(key):
@@ -263,7 +267,7 @@ class SweepStudy:
         trial.set_user_attr("runs", int(stale.user_attrs.get("runs", 1)) + 1)
         if experiment:
             trial.set_user_attr("experiment", experiment)
-        return Proposal(trial.number, dict(trial.params), run, str(experiment) if experiment else None)
+        return Proposal(trial.number, dict(trial.params), run, str(experiment) if experiment else None, detail)
 
     def started(self, number: int, experiment: str) -> None:
         self._set(number, "experiment", experiment)
