@@ -62,7 +62,8 @@ def sweep_key(sweep: SweepConfig) -> str:
     shape = {"base": sweep.base, "space": [[d.path, list(d.values)] for d in sweep.space],
              "objectives": [[o.name, o.maximize] for o in sweep.objectives],
              "constraints": [c.text for c in sweep.constraints], "strategy": sweep.strategy.name,
-             "seed": sweep.strategy.seed, "method": sweep.method}
+             "seed": sweep.strategy.seed, "method": sweep.method, "measure_on": sweep.measure_on,
+             "layers_scheme": sweep.strategy.scheme}
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

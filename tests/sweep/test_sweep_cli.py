@@ -1,0 +1,79 @@
+"""np sweep's command line: --dry-run checks every trial before anything runs, a bad sweep.yaml is one issue per
+mistake with its line, and the layers strategy keeps the first trial's most damaging layers float, said in the
+front."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_project, run_np_subprocess
+
+MLP_SWEEP = """version: "1.0"
+method: mlia
+space:
+  graph_quantize.scheme: [W8-A8, W8-A16]
+objectives: [{pte_size: min}, {snr: max}]
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    from np_optimizer.workspace import Workspace
+
+    Workspace.create(tmp_path / "ws")
+    return make_project(tmp_path / "ws", "mlp", steps="gq").parent
+
+
+def test_dry_run_lists_the_trials_and_the_one_the_device_refuses(tmp_path: Path, run_np) -> None:
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text(MLP_SWEEP)
+    result = run_np("sweep", "--dry-run", "--json", cwd=project)
+    assert result.exit_code == 0, result.stderr
+    plan = result.json
+    assert (plan["strategy"], plan["budget"], plan["base"]) == ("grid", 2, "experiment_01")
+    checks = {t["params"]["graph_quantize.scheme"]: t["problems"] for t in plan["trials"]}
+    assert checks["W8-A8"] == [] and "W8-A16" in checks["W8-A16"][0]
+    assert not (project / "sweep").exists() and sorted(p.name for p in project.iterdir() if p.is_dir()) == [
+        "experiment_01"]  # nothing written
+
+
+def test_a_bad_sweep_file_is_one_issue_per_mistake_with_its_line(tmp_path: Path, run_np) -> None:
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text(MLP_SWEEP.replace("snr: max", "snrr: max").replace("W8-A16]", "W8-A16]\n"
+                                                                                             "stratgy: grid"))
+    result = run_np("sweep", cwd=project)
+    assert result.exit_code == 5
+    assert "S022" in result.stderr and "line 5" in result.stderr or ":5:" in result.stderr
+    assert "S002" in result.stderr and "strategy" in result.stderr  # did you mean
+    assert "np sweep --dry-run" in result.stderr
+    (project / "sweep.yaml").unlink()
+    missing = run_np("sweep", cwd=project)
+    assert missing.exit_code == 3 and "NP-SWP-404" in missing.stderr
+
+
+@pytest.mark.np_run
+def test_the_layers_strategy_keeps_the_most_damaging_layers_float(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text("""version: "1.0"
+method: mlia
+objectives: [{pte_size: min}, {snr: max}]
+strategy: {layers: {scheme: W8-A8, keep_float: [1, 2]}}
+""")
+    result = run_np_subprocess("sweep", cwd=project)
+    assert result.exit_code == 0, result.stderr
+    assert "Most damaging layers of the first trial:" in result.stderr
+    report = run_np_subprocess("report", "--json", cwd=project).json["sweep"]
+    trials = {t["params"]["layers.keep_float"]: t for t in report["trials"]}
+    assert sorted(trials) == [0, 1, 2] and all(t["state"] == "complete" for t in trials.values())
+    assert trials[0]["kept_float"] == [] and len(trials[1]["kept_float"]) == 1
+    assert trials[2]["kept_float"][:1] == trials[1]["kept_float"]  # the same ranking, one layer more
+    for k in (1, 2):
+        job = json.loads((project / trials[k]["experiment"] / "01_graph_quantize" / "job.json").read_text())
+        assert job["parameters"].get("keep_float") or job["changes"]["keep_float"] == sorted(trials[k]["kept_float"])
+        assert set(trials[k]["kept_float"]) <= set(job["changes"]["float_layers"])
+        assert "lost" in trials[k]["note"]
+    (project / "sweep.yaml").write_text((project / "sweep.yaml").read_text().replace("scheme: W8-A8,", "scheme: W8-A8_dynamic,"))
+    changed = run_np_subprocess("sweep", "--resume", cwd=project)
+    assert changed.exit_code == 3 and "NP-SWP-412" in changed.stderr
