@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 
 from np_optimizer.config.run_config import validate_run
-from np_optimizer.config.sweep import trial_runs, validate_sweep
+from np_optimizer.config.sweep import validate_sweep
+from np_optimizer.config.sweep_space import trial_runs
 from np_optimizer.devices import get_device
 from np_optimizer.metrics import MetricType
 
@@ -90,7 +91,7 @@ def test_a_step_turned_on_goes_where_the_pipeline_puts_it() -> None:
 
 def test_run_detail_options_and_ranges_are_dimensions_too() -> None:
     from np_optimizer.config.detail_config import validate_detail
-    from np_optimizer.config.sweep import detail_for
+    from np_optimizer.config.sweep_space import detail_for
 
     sweep, issues = validate_sweep(yaml.safe_load("""
 version: "1.0"

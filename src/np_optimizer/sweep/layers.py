@@ -17,9 +17,16 @@ from np_optimizer.report.model import build_experiment_report
 from np_optimizer.workspace import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
-__all__ = ["layer_ranking", "ranking_note"]
+__all__ = ["layer_ranking", "ranking_note", "float_step"]
 
 _WEIGHTED = ("Conv", "Linear")
+
+
+def float_step() -> str:
+    """The kind of the step that takes `keep_float` (the quantizing step whose layers the strategy varies)."""
+    from np_optimizer.config.steps import step_specs
+
+    return next(s.kind for s in step_specs() if "keep_float" in getattr(s.config_type, "__dataclass_fields__", {}))
 
 
 def _costs(exp: Experiment, checkpoint: str) -> tuple[dict[str, float], str | None]:
@@ -37,9 +44,9 @@ def layer_ranking(exp: Experiment) -> tuple[list[dict[str, Any]], str | None]:
     """The weighted layers of the experiment's GRAPH_QUANTIZE checkpoint, most damaging first (module, snr_db,
     lost_db, cost, cost_unit); or no layers and why."""
     built = build_experiment_report(ExperimentStore(exp).read_report())
-    row = next((r for r in built.rows if r.step_type == "graph_quantize"), None)
+    row = next((r for r in built.rows if r.step_type == float_step()), None)
     if row is None:
-        return [], "the first trial has no graph_quantize step"
+        return [], f"the first trial has no {float_step()} step"
     numerics, unreadable = read_numerics(exp.root, row.fidelity)
     if numerics is None:
         return [], unreadable or "the first trial recorded no per-layer SNR"

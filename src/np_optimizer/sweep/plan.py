@@ -9,7 +9,8 @@ from typing import Any
 
 from np_optimizer.config.detail_config import validate_detail
 from np_optimizer.config.run_config import validate_run
-from np_optimizer.config.sweep import SWEEP_FILE, SweepConfig, detail_for, load_sweep
+from np_optimizer.config.sweep import SWEEP_FILE, SweepConfig, load_sweep
+from np_optimizer.config.sweep_space import detail_for
 from np_optimizer.devices import default_method, get_device
 from np_optimizer.sweep.driver import base_experiment, base_run
 from np_optimizer.sweep.pool import default_workers

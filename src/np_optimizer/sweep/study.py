@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.config.sweep import SweepConfig, detail_for, run_for, run_key, trial_runs
+from np_optimizer.config.sweep import SweepConfig
+from np_optimizer.config.sweep_space import detail_for, run_for, run_key, trial_runs
 
 if TYPE_CHECKING:
     import optuna
@@ -184,14 +185,17 @@ class SweepStudy:
     def layers_run(self, kept: list[str]) -> dict[str, Any]:
         """The base (with the space's one value per line) quantized with the strategy's scheme, `kept` left float."""
         run = run_for(self.sweep, self.base_run, dict(self.grid[0][0]) if self.grid else {})
+        from np_optimizer.sweep.layers import float_step
+
+        kind = float_step()
         steps = run.setdefault("steps", [])
-        index = next((i for i, s in enumerate(steps) if isinstance(s, dict) and "graph_quantize" in s), None)
+        index = next((i for i, s in enumerate(steps) if isinstance(s, dict) and kind in s), None)
         if index is None:
-            steps.append({"graph_quantize": [{}]})
+            steps.append({kind: [{}]})
             index = len(steps) - 1
-        params = steps[index]["graph_quantize"]
+        params = steps[index][kind]
         params = params[0] if isinstance(params, list) and params and isinstance(params[0], dict) else {}
-        steps[index]["graph_quantize"] = [params]
+        steps[index][kind] = [params]
         params["scheme"] = self.sweep.strategy.scheme
         params.pop("automatic_mixed_precision", None)
         if kept:
