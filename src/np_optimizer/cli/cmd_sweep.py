@@ -100,7 +100,7 @@ def _run(owner: object, plan: object, *, resume: bool, ray: str | None, storage:
     from np_optimizer.config.sweep import load_sweep
     from np_optimizer.sweep.driver import SweepRun, run_sweep
     from np_optimizer.sweep.plan import SweepPlan
-    from np_optimizer.sweep.pool import LocalPool, Pool
+    from np_optimizer.sweep.pool import LocalPool, Pool, threads_per_trial
     from np_optimizer.workspace import Project
 
     assert isinstance(owner, Project) and isinstance(plan, SweepPlan)
@@ -117,7 +117,7 @@ def _run(owner: object, plan: object, *, resume: bool, ray: str | None, storage:
         run = SweepRun(owner, run.sweep, run.sweep_file, pool.slots, f"Ray cluster at {address}", resume=resume,
                        storage=storage)
     else:
-        pool = LocalPool(plan.workers)
+        pool = LocalPool(plan.workers, threads_per_trial(plan.workers, plan.measures_here))
     display = SweepDisplay(json_mode=json_mode, quiet=quiet)
     try:
         with display:

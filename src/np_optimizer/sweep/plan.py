@@ -43,6 +43,7 @@ class SweepPlan:
     constraints: tuple[str, ...]
     workers: int
     workers_why: str
+    measures_here: bool  # a trial measures on this machine (its latency must not share the CPU)
     trials: tuple[PlannedTrial, ...]  # grid: in the order they run; optuna: the space it draws from
     warnings: tuple[str, ...] = ()
 
@@ -51,13 +52,17 @@ def sweep_file_of(project: Project, file: Path | None) -> Path:
     return (file if file is not None else project.root / SWEEP_FILE).resolve()
 
 
-def workers_for(project: Project, sweep: SweepConfig, asked: int | None) -> tuple[int, str]:
+def measures_here(project: Project, sweep: SweepConfig) -> bool:
     device = get_device(project.device_name)
     first = base_experiment(project, sweep)
     method = sweep.method or default_method(device, remote_configured=remote_for(first, device.name) is not None)
     support = device.method(method)
-    on_host = sweep.measure_on is not None and get_device(sweep.measure_on).local or (
+    return sweep.measure_on is not None and get_device(sweep.measure_on).local or (
         device.local and support is not None and support.result_kind == "measured")
+
+
+def workers_for(project: Project, sweep: SweepConfig, asked: int | None) -> tuple[int, str]:
+    on_host = measures_here(project, sweep)
     if asked is not None:
         why = "--workers"
         if asked > 1 and on_host:
@@ -86,5 +91,6 @@ def plan_sweep(project: Project, file: Path | None = None, workers: int | None =
     return SweepPlan(project.name, str(path), first.name, sweep.strategy.name, study.budget(), len(study.grid),
                      method, sweep.measure_on, tuple(f"{o.name}: {'max' if o.maximize else 'min'}"
                                                      for o in sweep.objectives),
-                     tuple(c.text for c in sweep.constraints), count, why, tuple(trials),
+                     tuple(c.text for c in sweep.constraints), count, why, measures_here(project, sweep),
+                     tuple(trials),
                      tuple(i.message for i in sweep.warnings))

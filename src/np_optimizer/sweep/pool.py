@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-__all__ = ["TrialJob", "TrialEvent", "Pool", "LocalPool", "default_workers", "TRIAL_MEMORY_BYTES"]
+__all__ = ["TrialJob", "TrialEvent", "Pool", "LocalPool", "default_workers", "threads_per_trial", "TRIAL_MEMORY_BYTES"]
 
 TRIAL_MEMORY_BYTES = 2 * 1024 ** 3  # a trial's peak (torch, ExecuTorch, Vela) on the sample models, with headroom
 
@@ -51,6 +51,13 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
+def threads_per_trial(workers: int, measures_here: bool) -> int | None:
+    """torch threads per trial when trials run side by side and none of them measures here."""
+    if workers <= 1 or measures_here:
+        return None
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
 def default_workers(measured_on_host: bool) -> tuple[int, str]:
     """How many trials at once, and why: one per core while memory allows; one when trials measure on this machine
     (a measurement beside another trial's compile would time the compile too)."""
@@ -72,8 +79,11 @@ def _die_with_parent() -> None:
 
 
 class LocalPool:
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, threads: int | None = None) -> None:
+        """`threads`: torch's intra-op threads per trial (OMP_NUM_THREADS), so parallel trials do not oversubscribe
+        the cores; None leaves the default (a trial that measures on this machine must time as np run does)."""
         self.slots = workers
+        self.threads = threads
         self._events: queue.Queue[TrialEvent] = queue.Queue()
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -86,6 +96,8 @@ class LocalPool:
         if job.measure_on:
             command += ["--measure-on", job.measure_on]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.threads is not None:
+            env["OMP_NUM_THREADS"] = str(self.threads)
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                  env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks
         self._children[job.number] = child
