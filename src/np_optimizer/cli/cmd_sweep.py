@@ -63,8 +63,8 @@ def register(app: typer.Typer) -> None:
                                                    "cluster (host:port; default $RAY_ADDRESS when given as 'env').",
                                                    show_default=False)] = None,
         storage: Annotated[Optional[str], typer.Option("--storage", help="A database URL for the Optuna study "
-                                                       "(e.g. postgresql://...) instead of the journal file in the "
-                                                       "project's sweep/ folder.", show_default=False)] = None,
+                                                       "(e.g. sqlite:////shared/study.db) instead of the journal "
+                                                       "file in the project's sweep/ folder.", show_default=False)] = None,
         report: Annotated[bool, typer.Option("--report", help="Print the front (as np report at the project level) "
                                              "and exit; runs nothing.")] = False,
         json_mode: JsonOpt = False,

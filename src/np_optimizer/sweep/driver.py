@@ -34,7 +34,7 @@ from np_optimizer.records.sweep import (
     SweepTrial,
 )
 from np_optimizer.sweep.pool import Pool, TrialJob
-from np_optimizer.sweep.study import Proposal, SweepStudy
+from np_optimizer.sweep.study import STUDY_NAME, Proposal, SweepStudy
 from np_optimizer.workspace import Experiment, Project, utc_now
 from np_optimizer.workspace.layout import next_experiment_name
 from np_optimizer.workspace.sweep_files import LOCK_FILE, read_sweep_record, sweep_dir, write_sweep_record
@@ -161,7 +161,8 @@ def _create(project: Project, name: str, number: int, params: dict[str, Any], ru
 class _Driver:
     def __init__(self, run: SweepRun, pool: Pool, on_event: OnEvent) -> None:
         self.run, self.pool, self.on_event = run, pool, on_event
-        self.study = SweepStudy(run.sweep, base_run(run.project, run.sweep), sweep_dir(run.project.root), run.storage)
+        self.study = SweepStudy(run.sweep, base_run(run.project, run.sweep), sweep_dir(run.project.root), run.storage,
+                                name=f"{STUDY_NAME}-{run.project.name}" if run.storage else STUDY_NAME)
         self.trials: dict[int, SweepTrial] = {}
         self.started_at: dict[int, float] = {}
 
@@ -258,8 +259,6 @@ class _Driver:
                 "running": states.count(RUNNING), "remaining": remaining, "eta_s": eta}
 
     def drive(self) -> SweepRecord:
-        from np_optimizer.sweep.study import STUDY_NAME  # noqa: F401 - the study's name is fixed per project
-
         existing = read_sweep_record(self.run.project.root) if not self.run.storage else None
         key = sweep_key(self.run.sweep)
         self.study.open()

@@ -65,7 +65,9 @@ def _repair_journal(path: Path) -> None:
 
 
 class SweepStudy:
-    def __init__(self, sweep: SweepConfig, base_run: dict[str, Any], folder: Path, storage: str | None = None) -> None:
+    def __init__(self, sweep: SweepConfig, base_run: dict[str, Any], folder: Path, storage: str | None = None,
+                 name: str = STUDY_NAME) -> None:
+        self.name = name  # the project's name in it: a database may hold the studies of several projects
         self.sweep = sweep
         self.base_run = base_run
         self.folder = folder
@@ -94,8 +96,17 @@ class SweepStudy:
             storage = JournalStorage(JournalFileBackend(str(self.journal)))
         directions = [optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
                       for o in self.sweep.objectives]
-        self._study = optuna.create_study(study_name=STUDY_NAME, storage=storage, directions=directions,
-                                          sampler=self._sampler(), load_if_exists=True)
+        try:
+            self._study = optuna.create_study(study_name=self.name, storage=storage, directions=directions,
+                                              sampler=self._sampler(), load_if_exists=True)
+        except (ImportError, ValueError) as exc:  # no driver for the URL's database, or not a URL SQLAlchemy takes
+            from np_optimizer.errors import ConfigError
+
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"--storage {self.storage_url}: the study cannot be opened ({first}).",
+                              hint="Give a URL SQLAlchemy takes (sqlite:////path/study.db; PostgreSQL needs psycopg2 "
+                                   "installed), or leave --storage out for the journal file in sweep/.",
+                              code="NP-CFG-400") from None
         return self._study
 
     @property
