@@ -15,7 +15,6 @@ behind the figures; a difference is NP-SWP-503 naming the node, the package and 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import io
 import json
@@ -31,7 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from np_optimizer.errors import NetworkError
 from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent, TrialJob
@@ -49,9 +48,9 @@ _HINT_VERSIONS = ("Install the same np and library versions on every node (pip i
 # -- both sides --------------------------------------------------------------------------------------------------
 
 
-@functools.cache
 def _np_source_digest() -> str:
-    """A digest of np's own files: two installs of one np version built from different code differ here."""
+    """A digest of np's own files: two installs of one np version built from different code differ here. Read at
+    each ask, never kept: a long-lived Ray worker must answer for the files as they are now."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*")):
@@ -99,7 +98,7 @@ def _node_task(project_files: bytes, experiment_files: bytes, where: tuple[str, 
         _unpack(experiment_files, root / project)
         folder = root / project / experiment
         done = run_trial(folder, method=method, retry=retry, measure_on=None, emit=lambda _event: None)
-        return done, _pack([(folder, experiment)]), str(ray.util.get_node_ip_address())
+        return done, _pack([(folder, experiment)]), str(cast(Any, ray.util).get_node_ip_address())
 
 
 # -- the driver's side -----------------------------------------------------------------------------------------------
@@ -159,7 +158,7 @@ class RayPool:
                                code=_CODE) from None
         self.address, self.project, self.measure_on = address, project, measure_on
         try:
-            nodes = [n for n in ray.nodes() if n.get("Alive")]
+            nodes = [n for n in cast(Any, ray).nodes() if n.get("Alive")]
             self._check_versions(nodes)
             self.slots, self._memory = self._size(nodes)
         except BaseException:
@@ -184,10 +183,10 @@ class RayPool:
         ask = ray.remote(num_cpus=0, max_retries=0)(node_versions)
         pending = [(f"{n['NodeManagerAddress']} (node {str(n['NodeID'])[:8]})", ask.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()) for n in nodes]
-        here = node_versions()
+        answers: list[tuple[str, dict[str, str]]] = []
         for node, ref in pending:
             try:
-                theirs = ray.get(ref, timeout=120)
+                answers.append((node, ray.get(ref, timeout=120)))
             except ray.exceptions.GetTimeoutError:
                 raise NetworkError(f"Ray node {node} did not say its versions within 120 s.",
                                    hint="Check the node (ray status); a node that starts no Python worker may lack "
@@ -197,6 +196,8 @@ class RayPool:
                 raise NetworkError(f"Ray node {node} cannot run np: {type(cause).__name__}: "
                                    f"{(str(cause).strip().splitlines() or [''])[-1][:200]}",
                                    hint=_HINT_VERSIONS, code=_CODE) from None
+        here = node_versions()  # after the nodes: the files read here and there as close in time as can be
+        for node, theirs in answers:
             for package, version in here.items():
                 if theirs.get(package) != version:
                     what = "np's source files (one np version, other code)" if package == "np source" else package
@@ -280,11 +281,15 @@ class RayPool:
                 break
             measure_on = job.measure_on if job.measure_on is not None else self.measure_on
             assert measure_on is not None
-            measured = self._measure(job, measure_on)
+            try:
+                measured = self._measure(job, measure_on)
+            except OSError as exc:  # no process could start: the trial fails, the sweep goes on
+                measured = {"status": "failed", "error": {"message": f"the measurement on {measure_on} could not "
+                                                                     f"start: {exc}", "hint": None}}
             total = (done.get("duration_s") or 0) + (measured.get("duration_s") or 0)
             final = {**done, **measured, "duration_s": round(total, 3), "node": done.get("node")}
             self._events.put(TrialEvent(job.number, "done", done=final))
-            self._measuring.discard(job.number)
+            self._measuring.discard(job.number)  # after: the driver must never see 0 running with a result unread
 
     def _measure(self, job: TrialJob, device: str) -> dict[str, Any]:
         command = [sys.executable, "-m", "np_optimizer.sweep.trial", str(job.experiment_dir), "--measure-only",
