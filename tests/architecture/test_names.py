@@ -12,6 +12,7 @@ CATALOGUE = "devices/catalog.py"
 OTHER_MEANINGS = {
     ("profiler/session.py", "mlia"): "the MLIA distribution, whose version each profile round records",
     ("adapters/mlia.py", "mlia"): "MLIA's logger",
+    ("sweep/ray_pool.py", "mlia"): "the MLIA distribution, whose version every Ray node must share",
     ("backends/ethos_u.py", "mlia"): "the MLIA distribution, whose version decides the Ethos-U compile (Vela config)",
     ("pipeline/steps/graph_quantize.py", "advanced_quantize"): "job.json's source label of layers the AQ step made",
 }

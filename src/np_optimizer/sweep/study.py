@@ -261,7 +261,9 @@ class SweepStudy:
 
         if not stale.state.is_finished():
             self._set(stale.number, "interrupted", True)
-            self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+            trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, stale.number)
+            # a WAITING trial (enqueued, never asked) cannot be told: its state is set directly
+            self.study._storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
         experiment = stale.user_attrs.get("experiment")
         self.study.enqueue_trial(stale.params)
         distributions: dict[str, optuna.distributions.BaseDistribution] = {
@@ -288,8 +290,11 @@ class SweepStudy:
         self._set(number, "experiment", experiment)
 
     def _set(self, number: int, key: str, value: Any) -> None:
-        trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
-        self.study._storage.set_trial_user_attr(trial_id, key, value)
+        storage = self.study._storage
+        trial_id = storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        if storage.get_trial(trial_id).state.is_finished():  # told already (a resumed sweep): its record is final
+            return
+        storage.set_trial_user_attr(trial_id, key, value)
 
     def tell(self, number: int, values: dict[str, float | None], reason: str | None) -> None:
         """The trial's result: its objective values, or failed with `reason` (a missing objective value fails it)."""
