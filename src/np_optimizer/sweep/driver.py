@@ -221,11 +221,8 @@ class _Driver:
                 reason = f"its report cannot be read: {exc}"
         else:
             reason = str(error.get("message") or "failed").splitlines()[0]
-        self.study._set(number, "values", values)
-        self.study._set(number, "checkpoint", checkpoint)
-        self.study._set(number, "duration_s", done.get("duration_s"))
-        self.study._set(number, "caveats", list(caveats))
-        self.study.tell(number, values, reason)
+        self.study.tell(number, values, reason, {"values": values, "checkpoint": checkpoint,
+                                                 "duration_s": done.get("duration_s"), "caveats": list(caveats)})
         state = FAILED if reason is not None and (done.get("status") != "success" or
                                                    any(values.get(str(o.metric)) is None
                                                        for o in self.run.sweep.objectives)) else COMPLETE

@@ -261,9 +261,8 @@ class SweepStudy:
 
         if not stale.state.is_finished():
             self._set(stale.number, "interrupted", True)
-            trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, stale.number)
             # a WAITING trial (enqueued, never asked) cannot be told: its state is set directly
-            self.study._storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
+            self.study._storage.set_trial_state_values(self._trial_id(stale.number), optuna.trial.TrialState.FAIL)
         experiment = stale.user_attrs.get("experiment")
         self.study.enqueue_trial(stale.params)
         distributions: dict[str, optuna.distributions.BaseDistribution] = {
@@ -289,21 +288,31 @@ class SweepStudy:
     def started(self, number: int, experiment: str) -> None:
         self._set(number, "experiment", experiment)
 
+    def _trial_id(self, number: int) -> int:
+        return self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+
     def _set(self, number: int, key: str, value: Any) -> None:
+        self._set_all(number, {key: value})
+
+    def _set_all(self, number: int, attrs: dict[str, Any]) -> None:
         storage = self.study._storage
-        trial_id = storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        trial_id = self._trial_id(number)
         if storage.get_trial(trial_id).state.is_finished():  # told already (a resumed sweep): its record is final
             return
-        storage.set_trial_user_attr(trial_id, key, value)
+        for key, value in attrs.items():
+            storage.set_trial_user_attr(trial_id, key, value)
 
-    def tell(self, number: int, values: dict[str, float | None], reason: str | None) -> None:
-        """The trial's result: its objective values, or failed with `reason` (a missing objective value fails it)."""
+    def tell(self, number: int, values: dict[str, float | None], reason: str | None,
+             attrs: dict[str, Any] | None = None) -> None:
+        """The trial's result: its objective values, or failed with `reason` (a missing objective value fails it);
+        `attrs` are recorded with it (one look-up of the trial for all of them)."""
         import optuna
 
-        self._set(number, "constraints", constraint_values(self.sweep, values))
         objective = [values.get(str(o.metric)) for o in self.sweep.objectives]
-        if reason is not None or any(v is None for v in objective):
-            self._set(number, "reason", reason or "an objective value is missing")
+        failed = reason is not None or any(v is None for v in objective)
+        self._set_all(number, {**(attrs or {}), "constraints": constraint_values(self.sweep, values),
+                               **({"reason": reason or "an objective value is missing"} if failed else {})})
+        if failed:
             self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
             return
         self.study.tell(number, [float(v) for v in objective if v is not None], skip_if_finished=True)
