@@ -58,7 +58,7 @@ def test_kill_between_job_and_report_writes_leaves_them_agreeing(experiment: Pat
     shown = run_np_subprocess("report", "--json", cwd=experiment, env=env)
     assert shown.exit_code == 0, shown.stderr
     assert [p["measurement_ref_id"] for p in shown.json["post_hoc"]] == in_job  # every view derives from the jobs
-    assert _post_hoc_ids(experiment) == (in_job, in_job)  # and the reader rewrote the lagging index
+    assert _post_hoc_ids(experiment) == (in_job, [])  # in memory: a reader writes nothing (the next writer does)
     again = run_np_subprocess("profile", "INPUT_MODEL", cwd=experiment, env=env)
     assert again.exit_code == 0, again.stderr
     in_job, in_report = _post_hoc_ids(experiment)
@@ -77,16 +77,23 @@ def test_job_from_a_newer_np_is_refused_and_kept(experiment: Path, tmp_path: Pat
     assert path.read_bytes() == before  # never renamed away or rewritten
 
 
-def test_corrupt_job_is_set_aside_with_a_warning(experiment: Path, tmp_path: Path) -> None:
+def test_corrupt_job_is_read_from_its_copy_then_set_aside_and_restored_by_a_writer(experiment: Path,
+                                                                                     tmp_path: Path) -> None:
     path = experiment / "01_graph_optimize" / "job.json"
+    intact = path.read_bytes()
     path.write_text("{not json")
-    result = run_np_subprocess("report", cwd=experiment, env={"NP_CACHE_DIR": str(tmp_path / "c")})
+    env = {"NP_CACHE_DIR": str(tmp_path / "c")}
+    result = run_np_subprocess("report", cwd=experiment, env=env)
     assert result.exit_code == 0, result.stderr
+    assert f"{path} could not be read" in result.stderr and "shown from its copy in report.json" in result.stderr
+    assert path.read_text() == "{not json" and not list(path.parent.glob("job.json.corrupt-*"))  # left alone
+    wrote = run_np_subprocess("profile", "INPUT_MODEL", cwd=experiment, env=env)
+    assert wrote.exit_code == 0, wrote.stderr
     kept = list(path.parent.glob("job.json.corrupt-*"))
     assert len(kept) == 1 and kept[0].read_text() == "{not json"
-    assert kept[0].name in result.stderr and "could not be read" in result.stderr
+    assert path.read_bytes() == intact
     report = json.loads((experiment / "report.json").read_text())
-    assert [s["job"] for s in report["pipeline"]["steps"]] == []  # the index follows the jobs that remain
+    assert [s["job"] for s in report["pipeline"]["steps"]] == ["01_graph_optimize"]  # never dropped from the index
 
 
 def test_every_file_of_a_run_is_written_whole_with_the_users_umask(finished: Path) -> None:

@@ -79,6 +79,7 @@ def _evaluate(exp: Any, ids: list[str], data: Path | None, metrics: tuple[str, .
     from np_optimizer.workspace.store import ExperimentStore
 
     store = ExperimentStore(exp)
+    store.recover()  # a writing command: damaged result files are restored from their copies before it reads them
     device = get_device(exp.project.device_name)
     log = get_logger("Evaluator")
     jobs = _targets(store, ids, lambda: output_checkpoint(exp))

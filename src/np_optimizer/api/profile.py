@@ -152,6 +152,7 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
         raise UsageError(f"--profile-opt applies to measured methods; {chosen} is a static estimate.",
                          hint="Drop --profile-opt, or use --method on-device.", code="NP-CPF-422")
     store = ExperimentStore(exp)
+    store.recover()  # a writing command: damaged result files are restored from their copies before it reads them
     from np_optimizer.api.experiments import output_checkpoint
 
     jobs = _targets(store, list(ids or []), lambda: output_checkpoint(exp))

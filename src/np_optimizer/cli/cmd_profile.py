@@ -8,7 +8,7 @@ import typer
 
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
-from np_optimizer.cli.render import notice, out, print_json, print_table, warn
+from np_optimizer.cli.render import failures, line, notice, out, print_json, print_table, warn
 from np_optimizer.records import to_dict
 
 
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         if json_mode:
             print_json(to_dict(result))
             return result.exit_code
-        from np_optimizer.report.rounds import round_messages, round_table
+        from np_optimizer.report.rounds import round_failures, round_messages, round_table
 
         table = round_table(result.results, method)
         print_table(table.title, table.columns, table.rows)
@@ -56,6 +56,10 @@ def register(app: typer.Typer) -> None:
             notice(text)
         for text in warnings:
             warn(text)
+        failed = round_failures(result.results)
+        if failed:
+            line(("Profile failed", "red"), f" for {len(failed)} of {len(result.results)} checkpoint(s):", stderr=True)
+            failures(failed, stderr=True)
         out.print("Next: np report")
         return result.exit_code
 

@@ -10,7 +10,7 @@ from np_optimizer import api
 from np_optimizer.cli.cmd_validate import print_report
 from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import BudgetOpt, CheckAllOpt, CheckOpt, ExperimentOpt, JsonOpt, JunitOpt, ProjectOpt
-from np_optimizer.cli.render import line, out, print_json
+from np_optimizer.cli.render import failures, line, out, print_json
 from np_optimizer.errors import UsageError
 from np_optimizer.records import RunSummary, to_dict
 
@@ -32,15 +32,9 @@ def print_summary(summary: RunSummary) -> None:
         kinds = sorted({p.result_kind for p in summary.profile})
         marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
         out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
-        hints: dict[str, None] = {}
         from np_optimizer.report.rounds import round_failures
 
-        for name, message, hint in round_failures(summary.profile):
-            line("  ", (f"{name}:", "red"), " ", message)
-            if hint:
-                hints[hint] = None
-        for hint in hints:  # what to do, said once when several rounds share it (one unreachable device)
-            line("  ", ("Hint:", "yellow"), " ", hint)
+        failures(round_failures(summary.profile))
     if summary.error:
         line((str(summary.error["message"]), "red"))
         if summary.error.get("hint"):

@@ -93,6 +93,18 @@ def print_error(error: NpError, *, json_mode: bool) -> None:
         line(("Hint:", "yellow"), " ", error.hint, stderr=True)
 
 
+def failures(items: Sequence[tuple[str, str, str | None]], *, stderr: bool = False) -> None:
+    """Failed rounds, one `name: message` line each, then each distinct hint once (what to do about one unreachable
+    device is said once for every round it failed)."""
+    hints: dict[str, None] = {}
+    for name, message, hint in items:
+        line("  ", (f"{name}:", "red"), " ", message, stderr=stderr)
+        if hint:
+            hints[hint] = None
+    for hint in hints:
+        line("  ", ("Hint:", "yellow"), " ", hint, stderr=stderr)
+
+
 def notice(message: str) -> None:
     line(("Note:", "cyan"), " ", message, stderr=True)
 

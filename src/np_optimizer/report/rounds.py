@@ -82,7 +82,7 @@ def _by_text(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def round_messages(results: Sequence[ProfileResult], *, reused: bool) -> tuple[list[str], list[str]]:
-    """(notices, warnings) of a round. A warning shared by every result is said once; one that differs says whose
+    """(notices, warnings) of a round (its failures are round_failures'). A warning shared by every result is said once; one that differs says whose
     it is. The caveats on the numbers hold for reused results too (a float checkpoint quantized by MLIA, say)."""
     notices = []
     if reused:
@@ -92,11 +92,6 @@ def round_messages(results: Sequence[ProfileResult], *, reused: bool) -> tuple[l
                              if not (reused and n.startswith("Reused an earlier")))
     warnings = [text if len(names) == len(results) > 1 else f"{', '.join(names)}: {text}"
                 for text, names in _by_text((r.checkpoint.lower(), w) for r in results for w in r.warnings).items()]
-    failures = round_failures(results)
-    if failures:
-        hints = " ".join(f"Hint: {h}" for h in dict.fromkeys(h for _n, _m, h in failures if h))
-        warnings.append(f"Profile failed for {len(failures)} of {len(results)} target(s): "
-                        + "; ".join(f"{name}: {message}" for name, message, _h in failures) + (f" {hints}" if hints else ""))
     return notices, warnings
 
 

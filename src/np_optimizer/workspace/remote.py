@@ -59,6 +59,7 @@ class RemoteDevice:
     work_dir: str = "/tmp/np-measure"
     connect_timeout: int = 10
     farm: FarmPlaces | None = None  # set: the destination and port come from a farm place's NetworkService
+    source: str | None = None  # the devices.yaml that sets them (named in the hint of an unreachable device)
 
 
 def _config_error(devices_file: Path, message: str, hint: str) -> ConfigError:
@@ -199,6 +200,7 @@ def load_remote_devices(devices_file: Path | None) -> dict[str, RemoteDevice]:
             work_dir=_text(devices_file, name, settings, "work_dir", "/tmp/np-measure") or "/tmp/np-measure",
             connect_timeout=_integer(devices_file, name, settings, "connect_timeout", 10, 1, 3600),
             farm=farm,
+            source=str(devices_file),
         )
     return out
 

@@ -2,22 +2,23 @@
 
 Each job.json is authoritative for its step: the job record and every profile round of its checkpoint, inline and
 post hoc. report.json holds the experiment's own state (status, what the run lists to profile) and, rebuilt from the
-job files, the pipeline rows, the current run's inline results and the post-hoc rounds. Every write takes the one
-experiment lock, writes the job file (atomic rename) and then rebuilds report.json from the job files (atomic rename);
-readers rebuild the same way, so a process killed between the two renames leaves nothing that disagrees: the next
-reader or writer derives report.json from the jobs again.
+job files, the pipeline rows, the current run's inline results, the post-hoc rounds and a copy of every job record
+(`job_records`). Every write takes the one experiment lock, writes the job file (atomic rename) and then rebuilds
+report.json from the job files (atomic rename); readers rebuild the same way in memory, so a process killed between
+the two renames leaves nothing that disagrees: the next writer derives report.json from the jobs again.
 
-A file from a newer np is refused with a clear error, never renamed away; a corrupt one (not UTF-8, not JSON, or JSON
-of the wrong shape: a list where a mapping belongs, a missing or mistyped field, see workspace/shapes.py) is set aside
-(renamed, never deleted) with a warning naming where it went. The warning goes to the `np.Store` logger, which the
-CLI shows on the console for every command, read-only ones included. meta.json is read without being set aside: a
-damaged one reads as status "unknown" with a warning, and the next run's write sets it aside.
+Reading never writes: the read methods (read_job, jobs, read_report, read_meta) rename and rewrite nothing. A damaged
+job.json reads from its copy in report.json (or, with none, shows as a "damaged" job naming the file) and a damaged
+report.json is rebuilt in memory, each with a warning. The writing methods repair first, under the lock (recover):
+a damaged job.json with an intact copy is set aside (renamed `job.json.corrupt-<time>`, never deleted) and restored
+from the copy, a damaged report.json is set aside and rebuilt, a damaged meta.json is set aside and restored from
+report.json's experiment part. A file from a newer np is refused with a clear error, never renamed away. The
+warnings go to the `np.Store` logger, which the CLI shows on the console for every command.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import time
@@ -25,15 +26,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Union
 
-from np_optimizer.errors import StoreError
 from np_optimizer.files import CorruptFileError, file_lock, read_json, write_json
-from np_optimizer.records import SCHEMA_VERSION, EvaluationResult, JobRecord, ProfileResult, from_dict, to_dict
+from np_optimizer.records import SCHEMA_VERSION, EvaluationResult, JobRecord, ProfileResult, to_dict
+from np_optimizer.workspace.damaged import (
+    DAMAGED,
+    JobFile,
+    check_version,
+    damaged_job,
+    job_copy_in,
+    read_job_file,
+    set_aside,
+    warn_once,
+)
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.shapes import shape_problem
 
 __all__ = ["ExperimentStore", "empty_report", "pipeline_entry"]
 
-_log = logging.getLogger("np.Store")
 # Fault injection for the crash-consistency test: NP_FAULT=after-job-write kills this process right after a job.json
 # rename and before report.json's (the window a crash could hit).
 _FAULT_ENV = "NP_FAULT"
@@ -95,25 +104,6 @@ def _report_problem(data: dict[str, Any]) -> str | None:
     return problem
 
 
-def _set_aside(path: Path, why: str) -> Path:
-    target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
-    n = 1
-    while target.exists():  # two in the same second: never rename over an earlier one
-        n += 1
-        target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{n}")
-    path.rename(target)
-    _log.warning(f"{path} could not be read ({why}); it was moved to {target.name} beside it and is not used.")
-    return target
-
-
-def _check_version(path: Path, data: Any) -> None:
-    version = data.get("schema_version", 0) if isinstance(data, dict) else 0
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise StoreError(f"{path} was written by a newer np (schema {version}; this np reads up to "
-                         f"{SCHEMA_VERSION}).", hint="Upgrade np to read it; the file was not changed.",
-                         code="NP-RPT-426")
-
-
 def _rebuild_evaluation(stored: Any, jobs: list[JobRecord]) -> dict[str, Any]:
     """report.json's `evaluation`: the latest run's inline result per checkpoint, and every post-hoc round."""
     own = dict(stored) if isinstance(stored, dict) else {}
@@ -160,37 +150,54 @@ class ExperimentStore:
         return self.job_dir(name) / "job.json"
 
     def read_job(self, name: str) -> JobRecord | None:
-        """The job's record, or None when there is none; a corrupt file is set aside with a warning, one from a newer
-        np raises StoreError."""
+        """The job's record, or None when there is none. Nothing is renamed or rewritten: a damaged job.json reads from
+        its copy in report.json, with a warning (None without a copy); one from a newer np raises StoreError."""
         path = self.job_file(name)
         if not path.exists():
             return None
-        try:
-            data = read_json(path)
-        except CorruptFileError as exc:
-            _set_aside(path, exc.reason)
-            return None
-        _check_version(path, data)
-        problem = shape_problem(JobRecord, data)
-        if problem:
-            _set_aside(path, f"not a job record: {problem}")
-            return None
-        try:
-            return from_dict(JobRecord, data)
-        except (TypeError, KeyError, ValueError, AttributeError) as exc:
-            _set_aside(path, f"not a job record: {type(exc).__name__}: {exc}")
-            return None
+        found = read_job_file(path)
+        return found.record if found.record is not None else self._copy_of(found, self._stored_report())
 
     def jobs(self) -> list[JobRecord]:
+        """Every job in step order; a damaged job.json without a copy in report.json is a "damaged" row naming it."""
+        stored = self._stored_report()
         out = []
         for path in sorted(self.experiment.root.glob("[0-9][0-9]_*/job.json")):
-            record = self.read_job(path.parent.name)
-            if record is not None:
-                out.append(record)
+            found = read_job_file(path)
+            record = found.record or self._copy_of(found, stored)
+            out.append(record or damaged_job(path, found.problem or "unreadable"))
         return out
+
+    def _copy_of(self, found: JobFile, stored: dict[str, Any]) -> JobRecord | None:
+        """The job's record as report.json's copy holds it (a reader's fallback for a damaged job.json)."""
+        record = job_copy_in(stored, found.path.parent.name)
+        if record is not None:
+            warn_once(f"{found.path} could not be read ({found.problem}); shown from its copy in report.json. The next "
+                      "command that writes results (np run, np profile, np evaluate) restores it.")
+        else:
+            warn_once(f"{found.path} could not be read ({found.problem}) and report.json holds no copy of it; the step "
+                      "shows as damaged. `np run --retry` runs it again.")
+        return record
+
+    def recover(self) -> None:
+        """Repair what the readers only work around, under the experiment lock: each damaged job.json with a copy in
+        report.json is set aside and restored from it; a damaged report.json is set aside and rebuilt (the next write
+        of it). A damaged job.json without a copy stays where it is (the views name it) until its step runs again."""
+        with self.locked():
+            stored = self._stored_report(repair=True)
+            for path in sorted(self.experiment.root.glob("[0-9][0-9]_*/job.json")):
+                found = read_job_file(path)
+                record = job_copy_in(stored, path.parent.name) if found.record is None else None
+                if record is not None:
+                    set_aside(path, found.problem or "unreadable", "restored from its copy in report.json")
+                    write_json(path, to_dict(record))
 
     def write_job(self, record: JobRecord) -> None:
         with self.locked():
+            self.recover()
+            path = self.job_file(record.name)
+            if path.exists() and read_job_file(path).record is None:  # damaged with no copy: kept beside
+                set_aside(path, read_job_file(path).problem or "unreadable", "is replaced by this run's record")
             write_json(self.job_file(record.name), to_dict(record))
             self._after_job_write()
             self._write_report(self._rebuild(self._stored_report()))
@@ -201,7 +208,8 @@ class ExperimentStore:
             return self._add_job_profile(name, result)
 
     def _add_job_profile(self, name: str, result: ProfileResult) -> bool:
-        record = self.read_job(name)
+        self.recover()
+        record = read_job_file(self.job_file(name)).record if self.job_file(name).exists() else None
         if record is None:
             return False
         data = to_dict(record)
@@ -213,7 +221,9 @@ class ExperimentStore:
     def add_job_evaluation(self, result: EvaluationResult) -> bool:
         """Append an evaluation (inline or post hoc) to its job's job.json and rebuild the index; False without a job."""
         with self.locked():
-            record = self.read_job(result.job)
+            self.recover()
+            path = self.job_file(result.job)
+            record = read_job_file(path).record if path.exists() else None
             if record is None:
                 return False
             data = to_dict(record)
@@ -230,20 +240,16 @@ class ExperimentStore:
     # -- report.json: the index ------------------------------------------------------------------------------------
 
     def read_report(self) -> dict[str, Any]:
-        """report.json as rebuilt from the job files (what every view reads). A stored index that lags behind its jobs
-        (a process was killed between the two writes) is rewritten here."""
-        stored = self._stored_report()
-        rebuilt = self._rebuild(stored)
-        if rebuilt != stored and self.experiment.report_file.exists():
-            with contextlib.suppress(OSError), self.locked():
-                rebuilt = self._rebuild(self._stored_report())
-                self._write_report(rebuilt)
-        return rebuilt
+        """report.json as rebuilt from the job files, in memory (what every view reads); nothing is written. A stored
+        index that lags behind its jobs (a process was killed between the two writes) is rewritten by the next
+        writer."""
+        return self._rebuild(self._stored_report())
 
     def update_report(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Apply `change` to the experiment's own state in report.json, under the experiment lock; the parts that
         come from the job files are rebuilt afterwards, so a change to them does not stick."""
         with self.locked():
+            self.recover()
             current = self._rebuild(self._stored_report())
             change(current)
             rebuilt = self._rebuild(current)
@@ -252,6 +258,7 @@ class ExperimentStore:
 
     def add_post_hoc(self, result: ProfileResult) -> None:
         with self.locked():
+            self.recover()
             stored = self._stored_report()
             if not self._add_job_profile(result.job, result):  # no job file: the round lives in the index only
                 stored.setdefault("post_hoc", []).append(to_dict(result))
@@ -260,26 +267,33 @@ class ExperimentStore:
     def set_inline_result(self, result: ProfileResult) -> None:
         """Record a round of np run's Profiling phase: the latest per checkpoint is the run's result."""
         with self.locked():
+            self.recover()
             stored = self._stored_report()
             if not self._add_job_profile(result.job, result):  # its step never ran: no job file to hold it
                 stored.setdefault("profile", {}).setdefault("results", []).append(to_dict(result))
             self._write_report(self._rebuild(stored))
 
-    def _stored_report(self) -> dict[str, Any]:
+    def _stored_report(self, *, repair: bool = False) -> dict[str, Any]:
+        """report.json's stored parts; a damaged one reads as empty, with a warning (set aside when `repair`)."""
         path = self.experiment.report_file
         if not path.exists():
             return empty_report(self.experiment)
         try:
             data = read_json(path)
+            check_version(path, data)
+            problem = _report_problem(data)
         except CorruptFileError as exc:
-            _set_aside(path, exc.reason)  # it is an index: the job files rebuild it
-            return empty_report(self.experiment)
-        _check_version(path, data)
-        problem = _report_problem(data)
-        if problem:
-            _set_aside(path, f"not an experiment report: {problem}")
-            return empty_report(self.experiment)
-        return dict(data)
+            problem = exc.reason
+        if problem is None:
+            return dict(data)
+        if repair and path.exists():
+            set_aside(path, problem, "is rebuilt from the job files")  # it is an index: the job files rebuild it
+        else:
+            warn_once(f"{path} could not be read ({problem}); the views are rebuilt from the job files. The next "
+                      "command that writes results sets it aside and writes a new one.")
+        rebuilt = empty_report(self.experiment)
+        rebuilt["profile"]["enabled"] = True  # unknown: the jobs' inline rounds show (the latest per checkpoint)
+        return rebuilt
 
     def _write_report(self, report: dict[str, Any]) -> None:
         write_json(self.experiment.report_file, report)
@@ -287,7 +301,7 @@ class ExperimentStore:
     def _rebuild(self, stored: dict[str, Any]) -> dict[str, Any]:
         """The index from the job files, keeping the experiment's own state and rounds whose job has no file."""
         jobs = self.jobs()
-        names = {j.name for j in jobs}
+        names = {j.name for j in jobs if j.status != DAMAGED}  # a damaged job's rounds in the index are kept
         report = {**empty_report(self.experiment), **stored, "schema_version": SCHEMA_VERSION}
         report["pipeline"] = {
             "input_model": next((pipeline_entry(j) for j in jobs if j.step_type == "input_model"), None),
@@ -309,42 +323,59 @@ class ExperimentStore:
         post_hoc += [p for j in jobs for p in (to_dict(r) for r in j.profile) if p.get("trigger") == "POSTHOC"]
         report["post_hoc"] = sorted(post_hoc, key=lambda r: str(r.get("started_at") or ""))
         report["evaluation"] = _rebuild_evaluation(stored.get("evaluation"), jobs)
+        report["job_records"] = {j.name: to_dict(j) for j in jobs if j.status != DAMAGED}  # the second copy
         return report
 
     # -- meta.json -------------------------------------------------------------------------------------------------
 
     def read_meta(self) -> dict[str, Any]:
-        """meta.json for reading (nothing is renamed or rewritten): {} when there is none; a damaged one reads as
-        status "unknown", with a warning saying why and that the next `np run` sets it aside."""
+        """meta.json for reading (nothing is renamed or rewritten): {} when there is none; a damaged one reads from
+        report.json's copy of the experiment's state (status "unknown" without one), with a warning."""
         path = self.experiment.meta_file
         if not path.exists():
             return {}
+        meta, problem = self._meta_file()
+        if problem is None:
+            return meta
+        copy = _meta_copy(self._stored_report())
+        if copy:
+            warn_once(f"{path} could not be read ({problem}); the experiment's state is shown from its copy in "
+                      "report.json. The next `np run` sets it aside and restores it.")
+            return copy
+        warn_once(f"{path} could not be read ({problem}); the experiment's status is unknown. The next `np run` "
+                  "sets it aside and writes a new one.")
+        return {"status": "unknown (meta.json unreadable)"}
+
+    def _meta_file(self) -> tuple[dict[str, Any], str | None]:
+        path = self.experiment.meta_file
         try:
             meta = read_json(path)
-            _check_version(path, meta)
-            problem = _fields_problem(meta, _META_SHAPE)
+            check_version(path, meta)
+            return meta, _fields_problem(meta, _META_SHAPE)
         except CorruptFileError as exc:
-            problem = exc.reason
+            return {}, exc.reason
         except OSError as exc:
-            problem = f"cannot be read: {exc.strerror or exc}"
-        if problem:
-            _log.warning(f"{path} could not be read ({problem}); the experiment's status is unknown. The next "
-                         "`np run` sets it aside and writes a new one.")
-            return {"status": "unknown (meta.json unreadable)"}
-        return meta
+            return {}, f"cannot be read: {exc.strerror or exc}"
 
     def update_meta(self, **fields: Any) -> None:
+        """Update meta.json's fields; a damaged one is set aside and restored from report.json's copy first."""
         path = self.experiment.meta_file
         with self.locked():
-            try:
-                meta = read_json(path) if path.exists() else {}
-                _check_version(path, meta)
-                problem = _fields_problem(meta, _META_SHAPE)
-            except CorruptFileError as exc:
-                meta, problem = {}, exc.reason
+            meta, problem = self._meta_file() if path.exists() else ({}, None)
             if problem:
-                _set_aside(path, problem)
-                meta = {}
+                copy = _meta_copy(self._stored_report())
+                set_aside(path, problem, "restored from report.json's copy" if copy else "replaced")
+                meta = copy
             meta.update(fields)
             meta["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             write_json(path, meta)
+
+
+def _meta_copy(stored: dict[str, Any]) -> dict[str, Any]:
+    """meta.json's fields as report.json's experiment part holds them ({} when it holds none)."""
+    experiment = stored.get("experiment") or {}
+    if not experiment.get("status") or experiment.get("status") == "created":
+        return {}
+    copy = {"schema_version": SCHEMA_VERSION, **{k: experiment[k] for k in _META_SHAPE if k in experiment}}
+    return copy if not _fields_problem(copy, _META_SHAPE) else {}
+

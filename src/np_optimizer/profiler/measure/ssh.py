@@ -127,6 +127,7 @@ class SshTarget:
     ssh_config: str | None = None  # "/dev/null" ignores ~/.ssh/config
     connect_timeout: int = 10
     strict_host_key_checking: str = "accept-new"
+    settings: str | None = None  # where the address and port come from (a devices.yaml, a farm place)
 
     @property
     def destination(self) -> str:
@@ -156,7 +157,9 @@ def target_for(remote: RemoteDevice) -> SshTarget:
     user, _, host = remote.destination.rpartition("@")
     return SshTarget(host=host, user=user or None, port=remote.port, identity_file=remote.identity_file,
                      known_hosts=remote.known_hosts or os.environ.get("NP_SSH_KNOWN_HOSTS") or None,
-                     ssh_config=os.environ.get("NP_SSH_CONFIG") or None, connect_timeout=remote.connect_timeout)
+                     ssh_config=os.environ.get("NP_SSH_CONFIG") or None, connect_timeout=remote.connect_timeout,
+                     settings=(f"the labgrid place acquired for {remote.device} (its NetworkService)" if remote.farm
+                               else f"`ssh:` and `port:` of {remote.device} in {remote.source or 'devices.yaml'}"))
 
 
 _UNREACHABLE = (
@@ -178,8 +181,10 @@ def _last(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def classify_ssh_failure(returncode: int, stderr: str, where: str) -> MeasureError | DeviceUnreachableError | None:
-    """ssh's exit 255 as one typed failure (from ssh's own message); None for any other exit code."""
+def classify_ssh_failure(returncode: int, stderr: str, where: str, target: SshTarget | None = None
+                         ) -> MeasureError | DeviceUnreachableError | None:
+    """ssh's exit 255 as one typed failure (from ssh's own message); None for any other exit code. With `target`,
+    the hint of an unreachable device names the address, the port and the file that sets them."""
     if returncode != 255:
         return None
     tail = stderr.strip().splitlines()[-10:]
@@ -195,9 +200,14 @@ def classify_ssh_failure(returncode: int, stderr: str, where: str) -> MeasureErr
                               stderr_tail=tail)
     for pattern, what in _UNREACHABLE:
         if re.search(pattern, stderr):
-            return measure_failure("NP-DEV-503", f"Device {where} is unreachable: {what} ({last})",
-                                  "Check that the device is on, on the network, and runs an SSH server on that port "
-                                  "(`ssh` and `port` in devices.yaml).", kind="unreachable", stderr_tail=tail)
+            hint = ("Check the address and port (`ssh` and `port` in devices.yaml), that the device is on and on "
+                    "this network, and that sshd runs there.")
+            if target is not None:
+                hint = (f"Check the address {target.destination} and port {target.port} (set by "
+                        f"{target.settings or 'devices.yaml'}), that the device is on and on this network, and that "
+                        f"sshd runs there: `ssh -p {target.port} {target.destination}` must connect.")
+            return measure_failure("NP-DEV-503", f"Device {where} is unreachable: {what} ({last})", hint,
+                                  kind="unreachable", stderr_tail=tail)
     return measure_failure("NP-DEV-502", f"ssh to {where} failed: {last or 'exit 255'}",
                           "Try `ssh` to the device by hand with the same settings.", kind="ssh_error", stderr_tail=tail)
 
@@ -277,7 +287,7 @@ def measure_remote(target: SshTarget, pte: Path, options: MeasureOptions, *, pyt
     out = stdout.decode("utf-8", "replace")
     err = stderr.decode("utf-8", "replace")
     tail = [ln for ln in err.splitlines() if ln.strip()][-40:]
-    failure = classify_ssh_failure(returncode, err, where)
+    failure = classify_ssh_failure(returncode, err, where, target)
     if failure is not None:
         raise failure
     doc = parse_document(out)
