@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import types
 from importlib import metadata
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def test_package_is_copied_loads_and_exports_beside_another(run_np, workspace: P
 
     shutil.rmtree(tmp_path / "src")  # the projects no longer need the source
     path_before = list(sys.path)
+    other = types.ModuleType("settings")  # a module of the same name from elsewhere: put back after each load
+    monkeypatch.setitem(sys.modules, "settings", other)
     for name, width in (("pkg_one", 8), ("pkg_two", 3), ("pkg_one", 8)):  # same module names, each its own code
         _spec, loaded = _load(workspace / name)
         assert tuple(loaded.example_inputs[0].shape) == (1, width)
@@ -100,7 +103,7 @@ def test_package_is_copied_loads_and_exports_beside_another(run_np, workspace: P
         assert program.module()(*loaded.example_inputs).shape == (1, width)
     assert sys.path == path_before and not sys.dont_write_bytecode
     assert not list((workspace / "pkg_one").rglob("__pycache__"))
-    assert not {"net", "helper_blocks", "settings", "settings.sizes"} & set(sys.modules)
+    assert not {"net", "helper_blocks", "settings.sizes"} & set(sys.modules) and sys.modules["settings"] is other
     # np run's error names the line in the project's copy, and how to see the whole traceback
     blocks = workspace / "pkg_two" / "model" / "package" / "helper_blocks.py"
     blocks.write_text(BLOCKS.replace("        self.scale = scale\n", "        self.scale = 1 / (scale - scale)\n"))
@@ -179,7 +182,7 @@ def test_installed_module_records_its_distribution(run_np, workspace: Path, capl
     ("def explode(:\n    pass\n", 1, "SyntaxError: invalid syntax", "NP-MDL-422"),
     ("import np_missing_dependency\n", 1, "ModuleNotFoundError: No module named 'np_missing_dependency'",
      "NP-MDL-501"),
-])
+], ids=["raises", "syntax_error", "missing_dependency"])
 def test_a_failing_factory_fails_the_create(run_np, workspace: Path, tmp_path: Path, helper: str, line: int,
                                              last: str, code: str) -> None:
     source = tmp_path / "failing"
@@ -232,7 +235,8 @@ def test_a_hanging_factory_is_stopped_and_leaves_nothing_running(run_np, workspa
 
 
 def test_too_big_a_folder_is_refused_before_copying(run_np, workspace: Path, tmp_path: Path) -> None:
-    from np_optimizer.models.package import MAX_FILES, copy_package, package_layout
+    from np_optimizer.models.package import MAX_FILES, WORKSPACE_MARKER, copy_package, package_layout
+    from np_optimizer.workspace import WORKSPACE_FILE
 
     source = tmp_path / "heavy"
     (source / "data").mkdir(parents=True)
@@ -265,6 +269,12 @@ def test_too_big_a_folder_is_refused_before_copying(run_np, workspace: Path, tmp
     (source / ".npignore").write_text("*.bin\ndata/\n")
     copied = copy_package(package_layout(source / "net.py"), tmp_path / "project")
     assert sorted(p.name for p in copied.rglob("*")) == [".npignore", "net.py"]
+    # a file in the workspace's own folder: np would copy the workspace into its project
+    (workspace / "net.py").write_text("def build():\n    pass\n")
+    inside = run_np("projects", "create", "--name", "inside", "--model", "net.py:build", "--device", "host", "--json",
+                    cwd=workspace)
+    assert inside.json["code"] == "NP-MDL-413" and f"lies in the np workspace {workspace}" in inside.json["message"]
+    assert WORKSPACE_MARKER == WORKSPACE_FILE and not (workspace / "inside").exists()
 
 
 def test_a_project_of_an_older_np_still_loads(tmp_path: Path) -> None:

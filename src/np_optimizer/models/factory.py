@@ -102,7 +102,7 @@ def _failure(exc: Exception, site: _Site) -> ConfigError:
 @contextlib.contextmanager
 def _isolated_imports(base: Path) -> Iterator[None]:
     """`base` first on sys.path while its code is imported and run; then sys.path and sys.modules as before."""
-    names = {p.name.split(".", 1)[0] for p in base.iterdir()} - set(sys.stdlib_module_names)
+    names = {p.name.split(".", 1)[0] for p in base.iterdir()} - set(sys.stdlib_module_names) - {""}
     saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.partition(".")[0] in names}
     entry, bytecode = str(base), sys.dont_write_bytecode
     sys.path.insert(0, entry)
@@ -116,12 +116,18 @@ def _isolated_imports(base: Path) -> Iterator[None]:
             sys.path.remove(entry)
         sys.path_importer_cache.pop(entry, None)
         for key, module in list(sys.modules.items()):
-            paths = [getattr(module, "__file__", None) or ""]
-            with contextlib.suppress(Exception):  # a module's __path__ may be anything
-                paths += [str(p) for p in getattr(module, "__path__", None) or ()]
-            if any(p and _under(p, (entry,)) for p in paths):
+            if _comes_from(module, entry):
                 del sys.modules[key]
         sys.modules.update(saved)
+
+
+def _comes_from(module: Any, folder: str) -> bool:
+    """Whether a sys.modules entry was loaded from `folder` (its file, or a namespace package's path, is there)."""
+    try:  # an entry may be anything (None, a lazy module whose attributes import)
+        paths = [str(getattr(module, "__file__", None) or ""), *(str(p) for p in getattr(module, "__path__", None) or ())]
+    except Exception:
+        return False
+    return any(p and _under(p, (folder,)) for p in paths)
 
 
 def _resolve(module: Any, factory: str) -> Any:
