@@ -115,9 +115,13 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-SWP-503", EXIT_NETWORK, "The Ray cluster cannot be reached, or its nodes run other versions of np or its "
                                  "libraries."),
     ("NP-MDL-404", EXIT_CONFIG, "The model (file, factory or built-in name) cannot be found."),
+    ("NP-MDL-413", EXIT_CONFIG, "The folder of a file.py:factory holds a file or a total too big to copy into the "
+                                "project (or is the workspace itself)."),
     ("NP-MDL-422", EXIT_CONFIG, "The model cannot be loaded, traced or read."),
     ("NP-MDL-500", EXIT_CONFIG, "torch.export could not export the model."),
     ("NP-MDL-501", EXIT_CONFIG, "The model needs a package that is not installed."),
+    ("NP-MDL-504", EXIT_CONFIG, "The model's factory did not return within the time limit at `np projects create` "
+                                "($NP_FACTORY_TIMEOUT, default 120 s)."),
     ("NP-DAT-404", EXIT_CONFIG, "The dataset folder is missing."),
     ("NP-DAT-422", EXIT_CONFIG, "The dataset's files cannot be used as model inputs."),
     ("NP-DEV-400", EXIT_CONFIG, "devices.yaml is malformed."),

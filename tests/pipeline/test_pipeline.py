@@ -163,7 +163,8 @@ def test_untraceable_model_is_a_clear_error(run_np, workspace: Path, tmp_path: P
     result = run_np("run", "--json", cwd=exp)
     assert result.exit_code == EXIT_FAILED
     error = result.json["error"]
-    assert error["code"] == "NP-MDL-500" and "model.py" in error["message"] and "line 5" in error["message"]
+    assert error["code"] == "NP-MDL-500" and "line 5" in error["message"]
+    assert "model/package/branchy.py" in error["message"]  # the project's copy of the file
     job = json.loads((exp / "00_input_model" / "job.json").read_text())
     assert job["status"] == "failed" and job["errors"][0]["code"] == "NP-MDL-500"
 

@@ -99,8 +99,12 @@ def _check_calibration(spec: ModelSpec, root: Path, folder: Path) -> None:
 
 def projects_create(*, name: str, model: str, device: str, runtime: str | None = None, backend: str | None = None,
                     calibration_dataset: str | None = None, evaluation_dataset: str | None = None,
-                    cwd: Path | None = None) -> ProjectRecord:
-    """Create a project folder in the workspace with its own copy of the model (and calibration data)."""
+                    cwd: Path | None = None, factory_timeout: float | None = None) -> ProjectRecord:
+    """Create a project folder in the workspace with its own copy of the model (and calibration data).
+
+    A factory (file.py:factory, package.module:factory) is called once in a process of its own, stopped after
+    `factory_timeout` seconds (default: $NP_FACTORY_TIMEOUT, else 120); its failure fails the create, which leaves
+    no folder behind."""
     cwd = cwd or Path.cwd()
     check_project_name(name)
     workspace = find_workspace(cwd)
@@ -115,7 +119,7 @@ def projects_create(*, name: str, model: str, device: str, runtime: str | None =
                          code="NP-PRJ-409")
     root.mkdir(parents=True)
     try:
-        spec = copy_model_into(model, root)
+        spec = copy_model_into(model, root, factory_timeout=factory_timeout)
         calibration = _copy_calibration(calibration_dataset, spec, root) if calibration_dataset else None
         info = {
             "schema_version": 1, "name": name, "device": target.name, "runtime": target.runtime,

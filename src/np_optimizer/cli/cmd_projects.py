@@ -18,7 +18,9 @@ models_app = typer.Typer(help="Built-in models.", no_args_is_help=True)
 @app.command("create", epilog="Example: np projects create --name cnn_pi --model small_cnn --device raspberry_pi_5")
 def create(
     name: Annotated[str, typer.Option("--name", "-n", help="Project name (3-50 letters, digits, _ or -).")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Built-in model name, a .pt2 file, or file.py:factory.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Built-in model name, a .pt2 file, path/to/file.py:factory "
+                                       "(the file's folder is copied), an installed package.module:factory, or a "
+                                       "Hugging Face model folder.")],
     device: Annotated[str, typer.Option("--device", "-d", help="Target device (see `np devices ls`).")],
     runtime: Annotated[Optional[str], typer.Option("--runtime", "-r", help="Runtime; must match the device.")] = None,
     backend: Annotated[Optional[str], typer.Option("--backend", "-b", help="Backend; must match the device.")] = None,

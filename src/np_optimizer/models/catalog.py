@@ -36,8 +36,8 @@ def get_builtin(name: str) -> BuiltinModel:
     if model is None:
         raise NotFoundError(
             f"Unknown built-in model '{name}'.",
-            hint=f"Built-in models: {', '.join(_BY_NAME)} (`np models ls`), or pass a .pt2 file, file.py:factory "
-                 "or a Hugging Face model folder.",
+            hint=f"Built-in models: {', '.join(_BY_NAME)} (`np models ls`), or pass a .pt2 file, file.py:factory, "
+                 "an installed package.module:factory or a Hugging Face model folder.",
             code="NP-MDL-404",
         )
     return model

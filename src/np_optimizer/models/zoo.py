@@ -1,13 +1,16 @@
-"""Built-in model definitions (torch). Each builder returns (model in eval mode, example inputs), seeded."""
+"""Built-in model definitions (torch). Each builder returns (model in eval mode, example inputs), seeded.
+
+Also FlatInputs: a factory's model whose example inputs nest, wrapped to take them as one flat tuple of tensors."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["build_builtin", "SmallCNN", "MobileNetV2Tiny", "MLP"]
+__all__ = ["build_builtin", "SmallCNN", "MobileNetV2Tiny", "MLP", "FlatInputs"]
 
 
 class ResidualBlock(nn.Module):
@@ -137,6 +140,21 @@ _BUILDERS: dict[str, Callable[[int], tuple[nn.Module, tuple[torch.Tensor, ...]]]
     "mlp": mlp,
     "tiny_llm": tiny_llm,
 }
+
+
+class FlatInputs(nn.Module):
+    """`model` called with its nested inputs rebuilt from flat tensors (the structure torch's pytree recorded): np's
+    checkpoints, datasets and programs hold inputs as one flat tuple of tensors. The module path gains `model.`."""
+
+    def __init__(self, model: nn.Module, structure: Any) -> None:
+        super().__init__()
+        self.model = model
+        self.structure = structure
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        from torch.utils import _pytree as pytree
+
+        return self.model(*pytree.tree_unflatten(list(tensors), self.structure))
 
 
 def build_builtin(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

@@ -17,7 +17,12 @@ __all__ = ["extract_input_model", "input_model_hash_payload"]
 
 def input_model_hash_payload(run: RunContext) -> dict[str, Any]:
     spec = run.project.info["model"]
-    return {"model": spec, "seed": run.config.detail.globals["seed"], "device": run.device.name}
+    payload = {"model": spec, "seed": run.config.detail.globals["seed"], "device": run.device.name}
+    if spec.get("kind") == "module":  # an installed module: the version installed now decides the model
+        from np_optimizer.models.factory import installed_version
+
+        payload["installed"] = installed_version(from_dict(ModelSpec, spec))
+    return payload
 
 
 def extract_input_model(run: RunContext, artifacts: Path) -> StepOutcome:

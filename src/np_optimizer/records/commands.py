@@ -191,13 +191,20 @@ class ProfileRound:
 class ModelSpec:
     """project.json's `model`: what the project's model is and where its copy lives."""
 
-    kind: str  # "builtin" | "pt2" | "factory" | "hf" (a Hugging Face model folder, copied to model/hf/)
+    # "builtin" | "pt2" | "hf" (a Hugging Face model folder, copied to model/hf/) | "package" (file.py:factory: the
+    # file's folder copied to model/package/) | "module" (package.module:factory, installed) | "factory" (an older
+    # np's file.py:factory: the file alone at model/model.py)
+    kind: str
     name: str
     file: str | None = None  # relative to the project folder
     factory: str | None = None
     seed: int = 0
     source: str | None = None  # what the user passed
-    sha256: str | None = None
+    sha256: str | None = None  # of the file, or of every file of the copied folder
+    package: str | None = None  # "package": the copied folder that goes first on sys.path, relative to the project
+    module: str | None = None  # "package", "module": the module to import (dotted)
+    distribution: str | None = None  # "module": the distribution that installed it, and its version then
+    version: str | None = None
 
 
 @dataclass(frozen=True)

@@ -78,8 +78,8 @@ def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssu
         unsupported = aq_model_unsupported_reason(model)
         if unsupported:
             issues.append(issue("R024", L_DEVICE, loc, unsupported,
-                                "Create the project from the eager model (a built-in name, file.py:factory or a "
-                                "Hugging Face folder), or drop advanced_quantize."))
+                                "Create the project from the eager model (a built-in name, file.py:factory, "
+                                "package.module:factory or a Hugging Face folder), or drop advanced_quantize."))
     if algorithm and scheme:
         from np_optimizer.config.availability import aq_unavailable_reason
 
@@ -120,8 +120,9 @@ def _eager_model(ctx: StepContext) -> Any:
         raise ModelError(
             f"advanced_quantize needs the model as PyTorch code, but project '{ctx.run.project.name}' holds only an "
             f"exported program ({spec.file}).",
-            hint="Create the project from a built-in model, file.py:factory or a Hugging Face folder, or drop "
-                 "advanced_quantize and use graph_quantize (which works on .pt2 programs).", code="NP-AQ-422")
+            hint="Create the project from a built-in model, file.py:factory, package.module:factory or a Hugging Face "
+                 "folder, or drop advanced_quantize and use graph_quantize (which works on .pt2 programs).",
+            code="NP-AQ-422")
     return spec, loaded
 
 
