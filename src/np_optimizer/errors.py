@@ -13,7 +13,8 @@
     └── ToolError                exit 1   torch, ExecuTorch, Vela or MLIA failed on a valid input
         ├── CompileError                  lowering a checkpoint for a device failed
         ├── EstimateError                 MLIA / Vela could not estimate (root_cause: the tool's own last words)
-        └── MeasureError                  a measurement gave no result (kind, doc, stderr_tail)
+        ├── MeasureError                  a measurement gave no result (kind, doc, stderr_tail)
+        └── TimeLimitError                a lowering or an estimate ran past its time limit and was stopped
 
 Exit 6 has no error class: `np report --check` and `np run --check` print their report and return it when a budget
 failed (NP-BDG-412 in the verdict and the JUnit file); nothing went wrong in np.
@@ -55,6 +56,7 @@ __all__ = [
     "CompileError",
     "EstimateError",
     "MeasureError",
+    "TimeLimitError",
     "BUG_CODE",
     "error_record",
     "failure_exit_code",
@@ -147,11 +149,16 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-GQ-422", EXIT_CONFIG, "graph_quantize has no such scheme for the backend."),
     ("NP-CMP-500", EXIT_FAILED, "Lowering the checkpoint for the device failed."),
     ("NP-CMP-501", EXIT_FAILED, "No compiler for the device's backend."),
+    ("NP-CMP-504", EXIT_FAILED, "Lowering the checkpoint for the device (Ethos-U: TOSA lowering, then Vela) ran past "
+                                "its time limit (run.detail.yaml profile[N].time_limit) and was stopped; what finished "
+                                "before it is kept."),
     ("NP-PRF-400", EXIT_CONFIG, "Unknown profiling method."),
     ("NP-PRF-409", EXIT_FAILED, "The checkpoint to profile was not produced (its step failed)."),
     ("NP-PRF-422", EXIT_CONFIG, "The method cannot profile this checkpoint on this device."),
     ("NP-PRF-424", EXIT_CONFIG, "The method needs an SSH destination in devices.yaml."),
     ("NP-PRF-500", EXIT_FAILED, "MLIA / Vela could not estimate the checkpoint."),
+    ("NP-PRF-504", EXIT_FAILED, "The MLIA estimate ran past its time limit (run.detail.yaml profile[N].time_limit) and "
+                                "was stopped; what finished before it is kept."),
     ("NP-CPF-404", EXIT_CONFIG, "No finished checkpoint of that name to profile."),
     ("NP-CPF-422", EXIT_USAGE, "A bad --profile-opt, or one that does not apply."),
     ("NP-RUN-404", EXIT_FAILED, "The compiled program is missing where it is measured."),
@@ -170,6 +177,7 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-NET-503", EXIT_NETWORK, "A network failure."),
     ("NP-CCH-400", EXIT_USAGE, "A bad `np cache` option (an --older-than np cannot read, an unknown --kind)."),
     ("NP-TOOL-500", EXIT_FAILED, "torch, ExecuTorch, Vela or MLIA failed on a valid input."),
+    ("NP-TOOL-504", EXIT_FAILED, "A tool ran past its time limit and was stopped."),
 )
 
 BUG_CODE = "NP-GEN-500"
@@ -246,6 +254,21 @@ class EstimateError(ToolError):
                  root_cause: str = "") -> None:
         super().__init__(message, hint=hint, code=code)
         self.root_cause = root_cause
+
+
+class TimeLimitError(ToolError):
+    """A watched tool run (processes.run_watched) stopped at its time limit: during which stage, after how long,
+    and the option that raises the limit."""
+
+    code = "NP-TOOL-504"
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None, stage: str = "",
+                 elapsed_s: float = 0.0, limit_s: float = 0.0, option: str = "") -> None:
+        super().__init__(message, hint=hint, code=code)
+        self.stage = stage
+        self.elapsed_s = elapsed_s
+        self.limit_s = limit_s
+        self.option = option
 
 
 class _Measured:

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step, resolve_checkpoint, step_of_checkpoint
-from np_optimizer.config.detail_config import PROFILE_DEFAULTS
+from np_optimizer.config.detail_config import PROFILE_DEFAULTS, TOOL_OPTIONS
 from np_optimizer.devices import Device, default_method, method_support
 from np_optimizer.metrics import HEADLINE
 from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep
@@ -75,8 +75,9 @@ def build_plan(config: ExperimentConfig, device: Device, *, method: str | None =
             kind = step_of_checkpoint(concrete)
             job = INPUT_JOB if kind is None else next(s.job for s in steps if s.kind == kind)
             given = dict(config.detail.profile_options(index))
-            options = given if support.result_kind == "measured" else {}
-            ignored = {} if options else {k: v for k, v in given.items() if v != PROFILE_DEFAULTS.get(k)}
+            bounded = TOOL_OPTIONS if device.backend_spec.watched else ()  # a static estimate still has a time limit
+            options = given if support.result_kind == "measured" else {k: v for k, v in given.items() if k in bounded}
+            ignored = {k: v for k, v in given.items() if k not in options and v != PROFILE_DEFAULTS.get(k)}
             entries.append(PlannedProfile(
                 listed_as=listed, checkpoint=concrete, job=job, method=chosen, result_kind=support.result_kind,
                 metrics=tuple(str(m) for m in support.metrics),

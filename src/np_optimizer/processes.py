@@ -1,15 +1,42 @@
-"""Is a process still the one we recorded? Pid plus start time, so a reused pid is not mistaken for it.
+"""Processes: whether a recorded process is still alive, and a long tool run watched in a child process.
 
-Used by the run lock (workspace/run_lock.py) and the device queue (profiler/measure/device_queue.py), which both
-record who holds them and must tell a live holder from a dead one.
+Is a process still the one we recorded? Pid plus start time, so a reused pid is not mistaken for it. Used by the run
+lock (workspace/run_lock.py) and the device queue (profiler/measure/device_queue.py), which both record who holds them
+and must tell a live holder from a dead one.
+
+A watched run (`run_watched(work, watch, first_stage)`): `work` runs in a child forked from this process (torch and
+the program already in memory, so no import or reload), which says what it is doing through `stage(text)` (the
+Ethos-U lowering: TOSA lowering, then Vela, per partition; MLIA's estimate); the parent shows the stage and the
+elapsed seconds on the progress line every second, logs a line every minute, and at the time limit kills the child
+(its process group) and raises TimeLimitError naming the stage, the time and the option that raises the limit. Why a
+child: a lowering or an estimate is one long call into torch, ExecuTorch and Vela that no thread can interrupt; a
+process can be killed, and whatever it left half-done dies with it. The child runs torch on one thread (an OpenMP
+pool the parent used is not usable after fork: the child's first parallel region would hang), sends np's log lines to
+the files only (the console belongs to the parent) and dies with the parent (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
-__all__ = ["start_ticks", "pid_alive"]
+from np_optimizer.errors import TimeLimitError, ToolError
+
+__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage"]
+
+_T = TypeVar("_T")
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -46,3 +73,209 @@ def pid_alive(pid: int, start: int | None = None) -> bool:
         return False
     now = start_ticks(pid)
     return start is None or now is None or now == start
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A tool run watched in a child process
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _nothing(_text: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Watch:
+    """How a long tool run is shown and bounded.
+
+    `label` names what runs ("graph_quantize: lowering for alif_e8"), `option` the setting that raises `limit_s`
+    ("run.detail.yaml profile[1].time_limit"), `rerun` what to do after raising it; `code` is the error code of a
+    stopped run (NP-CMP-504 for a lowering, NP-PRF-504 for an estimate)."""
+
+    limit_s: float
+    label: str
+    option: str
+    progress: Callable[[str], None] = _nothing
+    log: logging.Logger | None = None
+    code: str = "NP-TOOL-504"
+    rerun: str = "run the command again"
+    log_every_s: float = 60.0
+
+
+_stage_sink: Callable[[str], None] | None = None
+
+
+def stage(text: str) -> None:
+    """Say what the watched run is doing now ("Vela, partition tag1"); outside a watched child, nothing happens."""
+    if _stage_sink is not None:
+        _stage_sink(text)
+
+
+def run_watched(work: Callable[[], _T], watch: Watch, first_stage: str) -> _T:
+    """`work()` in a child process, its stage and elapsed time shown, stopped at the watch's time limit.
+
+    Returns what `work` returned (it must pickle); raises what it raised (rebuilt in this process, its traceback as a
+    note), TimeLimitError when the limit stopped it, ToolError when the child died without a word (out of memory,
+    killed from outside). Where there is no fork, `work` runs here, unwatched.
+    """
+    if not hasattr(os, "fork"):
+        return work()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side (its coverage is not collected); never returns
+        os.close(read_fd)
+        _child(work, write_fd)
+    os.close(write_fd)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists before a kill
+    started = time.monotonic()
+    state = {"stage": first_stage, "logged": started}
+    reaped = False
+    try:
+        message = _wait(read_fd, pid, watch, started, state)
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        os.close(read_fd)
+        if not reaped:  # stopped at the limit, Ctrl+C, or a bug here: the child must not outlive the wait
+            _kill(pid)
+    if message is None:
+        how = f"signal {-os.waitstatus_to_exitcode(status)}" if os.WIFSIGNALED(status) else \
+            f"exit code {os.waitstatus_to_exitcode(status)}"
+        raise ToolError(f"{watch.label}: its process ended without a result ({how}) during {state['stage']}.",
+                        hint="The machine may have run out of memory (see `dmesg`); the log file has what the tool "
+                        "printed.", code="NP-TOOL-500")
+    if message[0] == "ok":
+        result: _T = message[1]
+        return result
+    raise _rebuilt(message)
+
+
+def _wait(read_fd: int, pid: int, watch: Watch, started: float, state: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Read the child's messages until it closes the pipe (its result, or None), ticking every second; at the time
+    limit, raise TimeLimitError (the caller kills the child)."""
+    buffer = b""
+    result: tuple[Any, ...] | None = None
+    while True:
+        elapsed = time.monotonic() - started
+        _tick(watch, state, elapsed)
+        if elapsed >= watch.limit_s:
+            raise TimeLimitError(
+                f"{watch.label} was stopped after {elapsed:.0f} s, during {state['stage']}: its time limit is "
+                f"{watch.limit_s:g} s ({watch.option}).",
+                hint=f"Raise the time limit ({watch.option}) to, for instance, {max(2 * watch.limit_s, 600):g} s, then "
+                f"{watch.rerun}. "
+                "What finished before it is kept.", code=watch.code, stage=str(state["stage"]),
+                elapsed_s=round(elapsed, 1), limit_s=watch.limit_s, option=watch.option)
+        ready, _, _ = select.select([read_fd], [], [], max(0.05, min(1.0, watch.limit_s - elapsed)))
+        if not ready:
+            continue
+        chunk = os.read(read_fd, 1 << 16)
+        if not chunk:
+            return result
+        buffer += chunk
+        while len(buffer) >= 8 and len(buffer) >= 8 + struct.unpack("!Q", buffer[:8])[0]:
+            size = struct.unpack("!Q", buffer[:8])[0]
+            message = pickle.loads(buffer[8:8 + size])
+            buffer = buffer[8 + size:]
+            if message[0] == "stage":
+                state["stage"] = message[1]
+                _tick(watch, state, time.monotonic() - started)
+            else:
+                result = message
+
+
+def _tick(watch: Watch, state: dict[str, Any], elapsed: float) -> None:
+    watch.progress(f"{watch.label} ({elapsed:.0f} s, limit {watch.limit_s:g} s): {state['stage']}")
+    now = time.monotonic()
+    if watch.log is not None and now - state["logged"] >= watch.log_every_s:
+        state["logged"] = now
+        watch.log.info(f"{watch.label}: {state['stage']}, still running after {elapsed:.0f} s (stops at "
+                       f"{watch.limit_s:g} s: {watch.option})")
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL the child's process group (whatever it started dies too), else the child alone; then reap it."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _send(fd: int, message: tuple[Any, ...]) -> None:
+    data = pickle.dumps(message)
+    view = memoryview(struct.pack("!Q", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _portable(exc: BaseException) -> tuple[Any, ...]:
+    """An exception as the parent can rebuild it: its class, args and attributes when they pickle, else its text."""
+    trace = "".join(traceback.format_exception(exc))
+    for candidate in ((type(exc), exc.args, dict(vars(exc))), (type(exc), exc.args, {})):
+        try:
+            data = pickle.dumps(candidate)
+            _from_parts(pickle.loads(data))
+            return ("error", data, trace)
+        except Exception:
+            continue
+    return ("error", None, trace, f"{type(exc).__name__}: {exc}")
+
+
+def _from_parts(parts: tuple[type[BaseException], tuple[Any, ...], dict[str, Any]]) -> BaseException:
+    cls, args, attributes = parts
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(attributes)
+    return exc
+
+
+def _rebuilt(message: tuple[Any, ...]) -> BaseException:
+    exc = _from_parts(pickle.loads(message[1])) if message[1] is not None else RuntimeError(message[3])
+    exc.add_note(f"Raised in the watched child process:\n{message[2]}")
+    return exc
+
+
+def _child(work: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover - runs in the child
+    global _stage_sink
+    code = 0
+    try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # its own group: the parent kills it with whatever it started; Ctrl+C reaches the parent
+        _die_with_parent()
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # the parent's OpenMP pool does not exist here: a parallel region would hang
+        np_logger = logging.getLogger("np")
+        for handler in list(np_logger.handlers):  # the parent owns the console (a live display may hold its lock)
+            if not isinstance(handler, logging.FileHandler):
+                np_logger.removeHandler(handler)
+        _stage_sink = lambda text: _send(write_fd, ("stage", text))  # noqa: E731
+        try:
+            result = work()
+        except BaseException as exc:  # SystemExit from Vela, KeyboardInterrupt, anything: the parent decides
+            _send(write_fd, _portable(exc))
+        else:
+            try:
+                _send(write_fd, ("ok", result))
+            except Exception as exc:  # a result that does not pickle is the caller's bug: say so
+                _send(write_fd, _portable(exc))
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the kernel kills this process when its parent dies (np killed with kill -9)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return

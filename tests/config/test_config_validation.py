@@ -216,9 +216,9 @@ def test_profile_options_reach_the_nth_entry(tmp_path: Path) -> None:
     config, issues = check(tmp_path, PROFILE3, detail)
     assert config is not None, issues
     assert config.detail.profile_options(0) == {"num_executions": 30, "timeout": 60, "warmup": 3,
-                                                "num_layer_executions": 10}
+                                                "num_layer_executions": 10, "time_limit": 600}
     assert config.detail.profile_options(1) == {"num_executions": 7, "timeout": 2.5, "warmup": 3,
-                                                "num_layer_executions": 10}
+                                                "num_layer_executions": 10, "time_limit": 600}
     assert config.detail.profile_options(2)["num_executions"] == 30
 
 

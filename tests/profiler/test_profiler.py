@@ -158,7 +158,7 @@ def test_profile_n_options_reach_the_nth_checkpoint_in_the_plan(workspace: Path,
     assert [p["method"] for p in plan] == ["on-device"] * 3
     assert plan[0]["options"]["num_executions"] == 30
     assert plan[1]["options"] == {"num_executions": 7, "timeout": 12, "warmup": 3,
-                                    "num_layer_executions": 10}
+                                    "num_layer_executions": 10, "time_limit": 600}
     assert plan[2]["options"]["num_executions"] == 30
 
 

@@ -175,6 +175,7 @@ def test_experiments_create_detail_ls_info(run_np, workspace: Path) -> None:
     assert data["profile[1]"] == {
         "num_executions": 30,
         "num_layer_executions": 10,
+        "time_limit": 600,
         "timeout": 60,
         "warmup": 3,
     }

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.config.checkpoints import OUTPUT_MODEL, canonical_checkpoint, checkpoint_names
-from np_optimizer.config.detail_config import PROFILE_OPTIONS
+from np_optimizer.config.detail_config import PROFILE_OPTIONS, TOOL_OPTIONS
 from np_optimizer.config.options import Opt, merge_defaults
 from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
 from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.models.source import sha256_file
+from np_optimizer.processes import Watch
 from np_optimizer.records import CheckpointRef, JobRecord, ProfileResult, ProfileRound
 from np_optimizer.workspace import Experiment, resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
@@ -97,9 +98,13 @@ def _checkpoint(store: ExperimentStore, job: JobRecord) -> CheckpointRef:
     return CheckpointRef(job.checkpoint, job.name, path, str(output["sha256"]))
 
 
-def _options(exp: Experiment, checkpoint: str, device: Device, given: dict[str, int | float]) -> dict[str, Any]:
-    """run.detail.yaml's profile[N] for this checkpoint when it is listed, then --profile-opt on top."""
+def _options(exp: Experiment, checkpoint: str, device: Device,
+             given: dict[str, int | float]) -> tuple[dict[str, Any], str]:
+    """run.detail.yaml's profile[N] for this checkpoint when it is listed, then --profile-opt on top; and which of
+    them set the time limit."""
     base = merge_defaults(PROFILE_OPTIONS, None)
+    limit_from = "--profile-opt time_limit" if "time_limit" in given else \
+        "the default: give --profile-opt time_limit=SECONDS"
     try:
         from np_optimizer.config import load_experiment_config
 
@@ -107,12 +112,14 @@ def _options(exp: Experiment, checkpoint: str, device: Device, given: dict[str, 
         for index, (_listed, concrete) in enumerate(config.run.resolved_profile()):
             if concrete == checkpoint:
                 base = dict(config.detail.profile_options(index))
+                if "time_limit" not in given:
+                    limit_from = f"run.detail.yaml profile[{index}].time_limit (or --profile-opt time_limit=SECONDS)"
     except NpError as exc:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
         from np_optimizer.logs import get_logger
 
         get_logger("Profiler").warning(f"run.yaml / run.detail.yaml could not be read ({exc.message}); the default "
                                        "profile options apply to this round.")
-    return {**base, **given}
+    return {**base, **given}, limit_from
 
 
 def profile(ids: list[str] | None = None, *, experiment: str | None = None, project: str | None = None,
@@ -148,9 +155,11 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
     remote = remote_for(exp, target.name)
     chosen = method.lower() if method else default_method(target, remote_configured=remote is not None)
     support = method_support(target, chosen, remote_configured=remote is not None)
-    if profile_opts and support.result_kind != "measured":
-        raise UsageError(f"--profile-opt applies to measured methods; {chosen} is a static estimate.",
-                         hint="Drop --profile-opt, or use --method on-device.", code="NP-CPF-422")
+    measuring = sorted(k for k in profile_opts or {} if k not in TOOL_OPTIONS)
+    if measuring and support.result_kind != "measured":
+        raise UsageError(f"--profile-opt {', '.join(measuring)} applies to measured methods; {chosen} is a static "
+                         "estimate.", hint="Drop it (time_limit applies to every method), or use --method on-device.",
+                         code="NP-CPF-422")
     store = ExperimentStore(exp)
     store.recover()  # a writing command: damaged result files are restored from their copies before it reads them
     from np_optimizer.api.experiments import output_checkpoint
@@ -174,10 +183,13 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
             store.add_post_hoc(failed)
             results.append(failed)
             continue
+        options, limit_from = _options(exp, job.checkpoint, target, profile_opts or {})
+        watch = Watch(limit_s=float(options["time_limit"]), label=job.checkpoint.lower(), option=limit_from,
+                      rerun=f"run `np profile {job.checkpoint}` again")
         outcome = profile_checkpoint(
             checkpoint=ref, job_dir=store.job_dir(job.name), experiment_root=exp.root, device=target, method=chosen,
-            requested_method=method, options=_options(exp, job.checkpoint, target, profile_opts or {}),
-            trigger="POSTHOC", force=force, log_file=exp.log_file, remote=remote, progress=progress, seen=seen)
+            requested_method=method, options=options, trigger="POSTHOC", force=force, log_file=exp.log_file,
+            remote=remote, progress=progress, seen=seen, watch=watch)
         store.add_post_hoc(outcome)
         results.append(outcome)
     return ProfileRound(exp.name, target.name, chosen, tuple(results), requested_method=method)

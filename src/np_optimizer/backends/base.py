@@ -66,6 +66,13 @@ class Backend:
     # The ops inside one of its delegates, in run order, for per-layer times from an ETDump (None: not readable).
     # A backend that gives it lowers with generate_etrecord=True, so that the compile can write the ETRecord.
     delegate_ops: DelegateOps | None = None
+    # Its lowering can run for minutes (Ethos-U: TOSA lowering, then Vela): np lowers in a watched child process
+    # (processes.run_watched) that shows its stage and stops at run.detail.yaml's time_limit. The lowering says what
+    # it is doing through processes.stage().
+    watched: bool = False
+    # Imports its lowering needs, run in np's own process before a watched child forks, so that each lowering does
+    # not pay them again (ExecuTorch's Arm backend: about 1.5 s).
+    preload: Callable[[], None] | None = None
 
     @property
     def scheme_names(self) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
+from np_optimizer.processes import stage
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -127,26 +128,40 @@ def _debug_per_partition() -> Iterator[None]:
     """Keep each NPU partition's Arm debug information: ExecuTorch's TOSA backend writes every partition's to the same
     debug.json, so all but the last would be lost (its per-layer rows then key the other partitions' TOSA names to
     nothing, or to the wrong module). After each partition's TOSA preprocessing, its debug.json is copied under the
-    partition's delegation tag, the tag its .tosa file is named by."""
+    partition's delegation tag, the tag its .tosa file is named by.
+
+    Each partition's TOSA lowering and Vela compile are announced as stages (processes.stage), so a watched lowering
+    shows which one runs."""
+    from executorch.backends.arm.ethosu.backend import EthosUBackend
     from executorch.backends.arm.tosa.backend import TOSABackend, arm_get_first_delegation_tag
 
     original = TOSABackend._preprocess
+    original_vela = EthosUBackend._compile_tosa_flatbuffer
+    current: dict[str, Any] = {"tag": "tag", "count": 0}
 
     def keep(edge_program: Any, compile_spec: Any) -> Any:
+        current["tag"] = arm_get_first_delegation_tag(edge_program.graph_module) or "tag"
+        current["count"] = int(current["count"]) + 1
+        stage(f"TOSA lowering of NPU partition {current['count']} ({current['tag']})")
         result = original(edge_program, compile_spec)
         folder = compile_spec._get_intermediate_path()
         debug = Path(folder) / "debug.json" if folder else None
         if debug is not None and debug.is_file():
-            tag = arm_get_first_delegation_tag(edge_program.graph_module) or "tag"
-            shutil.copyfile(debug, debug.with_name(PARTITION_DEBUG.format(tag=tag)))
+            shutil.copyfile(debug, debug.with_name(PARTITION_DEBUG.format(tag=current["tag"])))
         return result
+
+    def vela(tosa_flatbuffer: bytes, compile_spec: Any) -> Any:
+        stage(f"Vela on NPU partition {current['count']} ({current['tag']}, {len(tosa_flatbuffer):,} B of TOSA)")
+        return original_vela(tosa_flatbuffer, compile_spec)
 
     with _PATCH_LOCK:
         TOSABackend._preprocess = staticmethod(keep)
+        EthosUBackend._compile_tosa_flatbuffer = staticmethod(vela)
         try:
             yield
         finally:
             TOSABackend._preprocess = original
+            EthosUBackend._compile_tosa_flatbuffer = original_vela
 
 
 def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
@@ -160,6 +175,7 @@ def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
 
 
 def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) -> Any:
+    stage("loading ExecuTorch's Arm backend")
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
@@ -176,12 +192,20 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
         spec.dump_intermediate_artifacts_to(str(work))  # before the partitioner copies the spec
         spec.dump_debug_info(ArmCompileSpec.DebugMode.JSON)  # debug.json: TOSA op -> nn_module_stack, for the layers
         with _logger_level(_VERBOSE_LOGGER, logging.WARNING), _debug_per_partition():
+            stage("TOSA lowering (Edge dialect, NPU partitioning)")
             return to_edge_transform_and_lower(
                 program,
                 partitioner=[EthosUPartitioner(spec)],
                 # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
                 compile_config=EdgeCompileConfig(_check_ir_validity=False),
             )
+
+
+def preload_ethos_u() -> None:
+    """The Arm backend's modules, imported once in np's process (a watched lowering's child inherits them)."""
+    import executorch.backends.arm.ethosu.backend  # noqa: F401
+    import executorch.backends.arm.tosa.backend  # noqa: F401
+    from executorch.backends.arm import EthosUPartitioner  # noqa: F401
 
 
 def ethos_u_executorch_config() -> Any:
@@ -267,5 +291,7 @@ ETHOS_U = register_backend(Backend(
     layer_costs=True,
     tool_versions=("executorch", "torch", "ethos-u-vela", "mlia"),  # MLIA's target profile sets the Vela config
     compile_options=ethos_u_compile_options,
+    watched=True,  # an unrolled LSTM took 744 s of TOSA lowering and Vela
+    preload=preload_ethos_u,
     notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",
 ))

@@ -29,8 +29,8 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Estimate again instead of reusing an earlier "
                                             "estimate.")] = False,
         profile_opt: Annotated[Optional[list[str]], typer.Option("--profile-opt", help="KEY=VALUE of run.detail.yaml's"
-                                                                 " profile options (num_executions, timeout, warmup)"
-                                                                 "; repeatable.")] = None,
+                                                                 " profile options (num_executions, timeout, warmup;"
+                                                                 " time_limit, any method); repeatable.")] = None,
         wait: Annotated[bool, typer.Option("--wait", help="Accepted for compatibility: np profiles synchronously.")]
         = False,
         json_mode: JsonOpt = False,

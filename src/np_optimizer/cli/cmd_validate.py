@@ -35,8 +35,9 @@ def plan_text(plan: Plan) -> str:
         for index, p in enumerate(plan.profile):
             if p.ignored_options:
                 given = ", ".join(f"{k}={v}" for k, v in p.ignored_options.items())
-                lines.append(f"  Note: run.detail.yaml's profile[{index}] sets {given}, which {p.method} ignores "
-                             "(a static estimate); they apply to measured profiling only.")
+                lines.append(f"  Note: run.detail.yaml's profile[{index}] sets {given}, which {p.method} on {plan.device} "
+                             "does not use (measured profiling uses the measuring options; time_limit bounds Ethos-U "
+                             "lowerings and MLIA estimates).")
         gaps = {(p.method, p.missing, p.scope_note) for p in plan.profile if p.missing}
         for method, missing, note in sorted(gaps):
             lines.append(f"  Not given by {method} on {plan.device}: {', '.join(missing)}. {note}")

@@ -36,11 +36,22 @@ class LiveDisplay:
     def progress(self, text: str) -> None:
         self._text = text
         if self._status is not None:
-            self._status.update(self._label())
+            self._status.update(_Label(self))
 
     def _label(self) -> Text:
         # the progress text names checkpoints and devices: styled around, never read as markup
         return Text.assemble((self._text, "bold cyan"), "  ", (f"{time.monotonic() - self._started:.0f} s", "dim"))
+
+
+class _Label:
+    """The status line, rendered at every refresh of the spinner: its seconds keep counting while a long step says
+    nothing new (a quantization, a lowering), instead of standing at the time of the last progress text."""
+
+    def __init__(self, display: LiveDisplay) -> None:
+        self._display = display
+
+    def __rich__(self) -> Text:
+        return self._display._label()
 
 
 @contextmanager
@@ -50,7 +61,7 @@ def live_display(*, quiet: bool = False) -> Iterator[LiveDisplay]:
     display = LiveDisplay(console, quiet)
     try:
         if console.is_terminal and not quiet:
-            with console.status(display._label(), spinner="dots") as status:
+            with console.status(_Label(display), spinner="dots") as status:
                 display._status = status
                 yield display
         else:

@@ -25,8 +25,9 @@ from np_optimizer.backends import get_backend
 from np_optimizer.compile.cache import ENTRY_FILE, CachedCompile, CompileCache
 from np_optimizer.compile.result import CompileResult, read_compile_record, write_compile_record
 from np_optimizer.devices import Device
-from np_optimizer.errors import ToolError
+from np_optimizer.errors import TimeLimitError, ToolError
 from np_optimizer.models.source import sha256_file
+from np_optimizer.processes import Watch, run_watched, stage
 from np_optimizer.records import from_dict, to_dict
 from np_optimizer.versions import tool_version
 
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 PTE_FILE = "model.pte"  # in every compile folder
 
-__all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note"]
+__all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note",
+           "stopped_compile", "Watch"]
 
 _log = logging.getLogger("np.Compiler")
 # What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...): raised when that
@@ -74,15 +76,28 @@ def find_compiled(out_dir: Path, device: Device, program_sha256: str) -> Compile
     return record
 
 
+def stopped_compile(out_dir: Path, device: Device, program_sha256: str, limit_s: float) -> CompileResult | None:
+    """The compilation of exactly this program for this device that a time limit at least `limit_s` stopped: lowering
+    it again under the same limit would be stopped again, so the caller reports it instead of waiting once more."""
+    record = read_compile_record(out_dir)
+    if record is None or record.status != "failed" or not record.stopped:
+        return None
+    if record.compile_key != compile_key(program_sha256, device):
+        return None
+    return record if float(record.stopped.get("limit_s") or 0) >= limit_s else None
+
+
 def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
                        program_sha256: str | None = None, cache: CompileCache | None = None,
-                       program: ExportedProgram | None = None) -> CompileResult:
+                       program: ExportedProgram | None = None, watch: Watch | None = None) -> CompileResult:
     """Lower the .pt2 for `device` into `out_dir` (replacing what was there) and record the result; or, when the
     compile cache holds the same key, copy its files instead of lowering.
 
     A lowering the device cannot use (zero delegates on an NPU) is a result with status "unsupported"; a lowering
     that crashes is a result with status "failed" and the reason. Neither raises. `program`, when given, is the
-    .pt2 already loaded (the caller's own copy: lowering may change it), saving a second load.
+    .pt2 already loaded (the caller's own copy: lowering may change it), saving a second load. With `watch`, a
+    backend whose lowering can run for minutes (Backend.watched: Ethos-U) lowers in a watched child process: its
+    stage and time on the progress line, stopped at the watch's limit (status "failed", `stopped` says when and why).
     """
     sha = program_sha256 or sha256_file(program_path)
     key = compile_key(sha, device)
@@ -101,7 +116,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
                          "compiling again.")
             shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    result = _lower(program_path, device, out_dir, sha, key, start, program)
+    result = _lower(program_path, device, out_dir, sha, key, start, program, watch)
     if result.status != "failed":  # a failure may be transient (memory, a killed tool): never cached
         stored = cache.put(key, out_dir, to_dict(result))
         entry = str(stored) if stored else None
@@ -111,7 +126,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
 
 
 def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str, start: float,
-           program: ExportedProgram | None) -> CompileResult:
+           program: ExportedProgram | None, watch: Watch | None) -> CompileResult:
     from np_optimizer.graph.program_io import load_program
 
     base: dict[str, Any] = {"device": device.name, "backend": device.backend, "target": device.mlia_target,
@@ -119,10 +134,23 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
     try:
         if os.environ.get("NP_FAULT") == "no-lowering":  # tests: prove that a command compiled nothing
             raise RuntimeError("NP_FAULT=no-lowering: a lowering was attempted")
-        program = program if program is not None else load_program(program_path)
-        fields = _lower_and_write(program, device, out_dir)
-    except ToolError:
-        raise
+        loaded = program if program is not None else load_program(program_path)
+        backend = get_backend(device.backend)
+        if watch is not None and backend.watched:
+            if backend.preload is not None:
+                backend.preload()
+            fields = run_watched(lambda: _lower_and_write(loaded, device, out_dir), watch, "starting the lowering")
+        else:
+            fields = _lower_and_write(loaded, device, out_dir)
+    except TimeLimitError as exc:
+        stopped = {"limit_s": exc.limit_s, "after_s": exc.elapsed_s, "stage": exc.stage, "option": exc.option,
+                   "code": exc.code, "hint": exc.hint}
+        return CompileResult(**base, status="failed", reason=exc.message, stopped=stopped,
+                             seconds=round(time.perf_counter() - start, 3))
+    except ToolError as exc:
+        if watch is None or exc.code != "NP-TOOL-500":
+            raise
+        return CompileResult(**base, status="failed", reason=exc.message, seconds=time.perf_counter() - start)
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {first}",
@@ -143,6 +171,7 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
 
     backend = get_backend(device.backend)
     edge = backend.lower(program, device.mlia_target, out_dir)
+    stage("writing the .pte")
     lowered = edge.exported_program()
     stats = delegation_stats(lowered)
     write_program_layers(lowered, out_dir)  # per-op placement and module keys for the views

@@ -11,8 +11,8 @@ from np_optimizer.config.options import Opt, Section, check_section, merge_defau
 from np_optimizer.config.run_config import RunConfig
 from np_optimizer.config.steps import step_spec, step_specs
 
-__all__ = ["GLOBAL_OPTIONS", "RETIRED_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "step_options", "DetailConfig", "validate_detail",
-           "spelled_out_detail"]
+__all__ = ["GLOBAL_OPTIONS", "RETIRED_OPTIONS", "PROFILE_OPTIONS", "PROFILE_DEFAULTS", "TOOL_OPTIONS", "step_options",
+           "DetailConfig", "validate_detail", "spelled_out_detail", "time_limit"]
 
 GLOBAL_OPTIONS: Section = {
     "gpu_device": Opt("cpu", "choice", "np runs on the CPU only.", choices=("cpu",)),
@@ -37,8 +37,14 @@ PROFILE_OPTIONS: Section = {
     "num_layer_executions": Opt(10, "int", "Runs with ExecuTorch's event tracer on, after the timed runs, for "
                                 "per-layer times (a measured method on a runtime with the tracer); 0 turns them off.",
                                 minimum=0),
+    "time_limit": Opt(600, "number", "Seconds one lowering of this checkpoint for an Ethos-U device (TOSA lowering, "
+                      "then Vela) or one MLIA estimate of it may run; np then stops it, records that job's lowering or "
+                      "that round as failed with the reason, and keeps what finished before.", minimum=0,
+                      exclusive_minimum=True),
 }
 PROFILE_DEFAULTS: dict[str, Any] = merge_defaults(PROFILE_OPTIONS, None)
+# Profile options that bound the tools (lowering, MLIA) whatever the method, so a static estimate uses them too.
+TOOL_OPTIONS = ("time_limit",)
 
 def step_options() -> dict[str, Section]:
     """step kind -> its run.detail.yaml `<step>[0]` section."""
@@ -60,6 +66,16 @@ class DetailConfig:
 
     def step_options(self, kind: str) -> dict[str, Any]:
         return self.steps.get(kind) or merge_defaults(step_spec(kind).options, None)
+
+
+def time_limit(run: RunConfig, detail: DetailConfig, checkpoint: str) -> tuple[float, str]:
+    """(seconds, the option that sets them) of a checkpoint's tool runs: its profile[N] entry's time_limit when
+    run.yaml lists it under profile:, else the default (the checkpoint is lowered without being profiled)."""
+    for index, (_listed, concrete) in enumerate(run.resolved_profile()):
+        if concrete == checkpoint:
+            return float(detail.profile_options(index)["time_limit"]), f"run.detail.yaml profile[{index}].time_limit"
+    return float(PROFILE_DEFAULTS["time_limit"]), (f"the default: {checkpoint} is not listed under profile:, list it "
+                                                    "there to set its profile[N].time_limit")
 
 
 def _issue(code: str, level: str, loc: str, msg: str, hint: str) -> ValidationIssue:

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
     from torch.export import ExportedProgram
     from torch.fx import Node
 
-__all__ = ["MACS_CONVENTION", "op_histogram", "node_count", "count_macs", "count_params", "weight_bytes"]
+__all__ = ["MACS_CONVENTION", "RECURRENT_GATES", "op_histogram", "node_count", "count_macs", "recurrent_nodes",
+           "count_params", "weight_bytes"]
 
 MACS_CONVENTION = (
     "one MAC = one multiply-accumulate of a convolution or matmul-family op, from torch.utils.flop_counter's "
-    "formulas (FLOPs/2) on the exported graph's shapes; pooling, activations, norms and element-wise ops count 0"
+    "formulas (FLOPs/2) on the exported graph's shapes, and of a recurrent layer's (LSTM, GRU, RNN) input and hidden "
+    "matmuls at every step; pooling, activations, norms and element-wise ops count 0"
 )
+# Gates of each recurrent op (its weight_ih is [gates * hidden, input]); the op's own name in torch.ops.aten.
+RECURRENT_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
 def _target_name(target: Any) -> str:
@@ -103,7 +107,55 @@ def _node_flops(node: Node, registry: dict[Any, Any]) -> int | None:
         return int(registry[aten.mm]([math.prod(x[:-1]), x[-1]], [w[-1], w[0]], out_val=None))
     if name in ("matmul", "mv", "dot", "vdot"):
         return _matmul_flops(_shape(vals[0]), _shape(vals[1]), registry)
+    if name in RECURRENT_GATES:
+        return 2 * _recurrent(node, target)[0]
     return None
+
+
+def _recurrent(node: Node, target: Any) -> tuple[int, int]:
+    """(MACs, parameter elements) of an aten.lstm / gru / rnn_tanh / rnn_relu node.
+
+    Overload `input`: (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first); its
+    input is [steps, batch, features] (batch_first: [batch, steps, features]; unbatched: [steps, features]), so the
+    rows a step's matmuls take are every leading dim. Overload `data` (a packed sequence): (data, batch_sizes, hx,
+    params, ...), with data [sum of the batch sizes, features]: its rows are data's first dim.
+
+    Each layer and direction multiplies every row by weight_ih [gates * hidden, input width] and weight_hh
+    [gates * hidden, hidden] (with proj_size, weight_hh's width is the projection and weight_hr [proj, hidden] is a
+    third matmul), so MACs = rows x the elements of the 2-D weights: gates x (input + hidden) x hidden x steps x
+    batch, summed over layers and directions, where a later layer's input width is hidden x directions.
+    """
+    import torch
+
+    data = target._overloadname == "data"
+    rows = math.prod(_shape(_val(node.args[0]))[:-1])
+    params = [_val(p) for p in cast("list[Any]", node.args[3 if data else 2])]
+    tensors = [p for p in params if isinstance(p, torch.Tensor)]
+    weights = sum(math.prod(_shape(p)) for p in tensors if p.dim() == 2)
+    return rows * weights, sum(math.prod(_shape(p)) for p in tensors)
+
+
+def recurrent_nodes(ep: ExportedProgram) -> list[dict[str, Any]]:
+    """Every recurrent node of the program: {node, op (lstm, gru, rnn_tanh, rnn_relu), macs, params (its weight
+    and bias elements), params_float (those read as float, not through a dequantize), stack (nn_module_stack)}."""
+    import torch
+
+    out = []
+    for node in ep.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        name = target.overloadpacket.__name__
+        if name not in RECURRENT_GATES or _val(node.args[0]) is None:
+            continue
+        macs, params = _recurrent(node, target)
+        weights = cast("list[Any]", node.args[3 if target._overloadname == "data" else 2])
+        float_params = sum(math.prod(_shape(_val(w))) for w in weights
+                           if not _is_dequant(getattr(w, "target", None)) and isinstance(_val(w), torch.Tensor)
+                           and _val(w).is_floating_point())
+        out.append({"node": node.name, "op": name, "macs": macs, "params": params, "params_float": float_params,
+                    "stack": node.meta.get("nn_module_stack")})
+    return out
 
 
 def count_macs(ep: ExportedProgram) -> tuple[int, dict[str, int]]:
@@ -113,7 +165,10 @@ def count_macs(ep: ExportedProgram) -> tuple[int, dict[str, int]]:
     `node.meta['val']`: conv = N * C_out * (C_in/groups) * prod(kernel) * prod(out spatial) (transposed: input
     spatial), matmul = M * N * K (per batch). Bias adds, activations, pooling, norms and element-wise ops count 0.
     Composite ops the registry lacks (conv2d, linear, matmul, as kept by torch.export) are mapped to the registry's
-    convolution/mm/bmm formulas; dot and mv are counted as matmuls (FlopCounterMode on eager skips them). Quantized
+    convolution/mm/bmm formulas; dot and mv are counted as matmuls (FlopCounterMode on eager skips them). Recurrent
+    ops (aten.lstm, gru, rnn_tanh, rnn_relu, as torch.export keeps nn.LSTM/GRU/RNN) count their input and hidden
+    matmuls at every step of every layer and direction (see `_recurrent`); their gate activations and element-wise
+    products count 0, as elsewhere. Quantized
     graphs: the conv/linear nodes see dequantized float tensors, so their MACs are counted the same way. Dynamic dims
     are taken at the example input's size. `per_node` holds the counted nodes only.
     """

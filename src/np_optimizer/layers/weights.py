@@ -11,7 +11,7 @@ from np_optimizer.layers.keys import module_of
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
-__all__ = ["float_weights", "float_weights_warning", "MOSTLY_FLOAT"]
+__all__ = ["float_weights", "float_weights_warning", "MOSTLY_FLOAT", "float_recurrent", "float_recurrent_warnings"]
 
 MOSTLY_FLOAT = 0.5  # share of weight elements left float above which the step warns
 
@@ -46,12 +46,53 @@ def float_weights(program: ExportedProgram, kept_float: frozenset[str] = frozens
             "float_share_pct": round(100.0 * floating / total, 2) if total else 0.0, "float_layers": ranked}
 
 
-def float_weights_warning(summary: dict[str, Any], scheme: str, backend: str, limit: int = 6) -> str | None:
-    if not summary["weight_elements"] or summary["float_elements"] / summary["weight_elements"] <= MOSTLY_FLOAT:
+def float_weights_warning(summary: dict[str, Any], scheme: str, backend: str, limit: int = 6,
+                          named: frozenset[str] = frozenset()) -> str | None:
+    """The warning when most weights stayed float; layers in `named` (a warning of their own says why, as for a
+    float recurrent layer) are left out of it, names and share."""
+    layers = [e for e in summary["float_layers"] if e["module"] not in named]
+    floating = sum(e["elements"] for e in layers)
+    if not summary["weight_elements"] or floating / summary["weight_elements"] <= MOSTLY_FLOAT:
         return None
     names = ", ".join(f"{e['module'] or '(model)'} ({e['class']}, {e['elements']:,} weights: {e['reason']})"
-                      for e in summary["float_layers"][:limit])
-    more = len(summary["float_layers"]) - limit
-    return (f"{summary['float_share_pct']:.1f}% of the weights stayed float after {scheme} on {backend}: "
+                      for e in layers[:limit])
+    more = len(layers) - limit
+    share = 100.0 * floating / summary["weight_elements"]
+    return (f"{share:.1f}% of the weights stayed float after {scheme} on {backend}: "
             f"{names}{f' and {more} more' if more > 0 else ''}. The size and speed gains of quantization do not "
             "apply to them.")
+
+
+def float_recurrent(program: ExportedProgram, kept_float: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The recurrent layers (LSTM, GRU, RNN) whose weights a quantize step left float: module, class, op, MACs,
+    parameters and their share of the model's, and why (kept float as configured, or the quantizer's doing)."""
+    from np_optimizer.graph.stats import count_params, recurrent_nodes
+
+    found = [row for row in recurrent_nodes(program) if row["params_float"]]
+    if not found:
+        return []
+    total = count_params(program)
+    out = []
+    for row in found:
+        module, cls = module_of(row["stack"]) or ("", "model")
+        qualified = str(list(row["stack"].values())[-1][1]) if row["stack"] else ""
+        out.append({"module": module, "class": f"nn.{cls}" if "torch.nn." in qualified else cls, "op": row["op"],
+                    "node": row["node"], "macs": row["macs"], "params": row["params"],
+                    "params_share_pct": round(100.0 * row["params"] / total, 2) if total else None,
+                    "reason": "kept float as configured" if module in kept_float else "not quantized"})
+    return out
+
+
+def float_recurrent_warnings(layers: list[dict[str, Any]], scheme: str, backend: str) -> list[str]:
+    """One warning per recurrent layer left float, whatever its share: `lstm (nn.LSTM, 66,560 MACs, 98% of the
+    weights) stays float under W8-A8: the XNNPACK quantizer does not quantize recurrent layers, ...`."""
+    out = []
+    for row in layers:
+        share = row["params_share_pct"]
+        weights = "" if share is None else f", {share:.0f}% of the weights" if share >= 1 else \
+            f", {share:.1f}% of the weights"
+        why = ("it was kept float as configured" if row["reason"] != "not quantized"
+               else f"the {backend.upper()} quantizer does not quantize recurrent layers")
+        out.append(f"{row['module'] or '(model)'} ({row['class']}, {row['macs']:,} MACs{weights}) stays float under "
+                   f"{scheme}: {why}, so the size and speed gains of quantization do not apply to it.")
+    return out

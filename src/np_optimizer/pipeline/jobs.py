@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, reuse_note
+from np_optimizer.compile import CompileResult, Watch, compile_checkpoint, compile_dir, reuse_note
 from np_optimizer.errors import ToolError, error_record
 from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
@@ -162,13 +162,18 @@ class JobRunner:
         return CheckpointRef(checkpoint, name, path, sha), output, reloaded
 
     def _compile(self, ref: CheckpointRef, job_dir: Path, program: Any) -> CompileResult:
+        from np_optimizer.config.detail_config import time_limit
         from np_optimizer.logs import get_logger
 
         log = get_logger("Compiler")
         device = self.run.device
         self.progress(f"{ref.job}: compiling for {device.name}")
+        limit, option = time_limit(self.run.config.run, self.run.config.detail, ref.name)
+        watch = Watch(limit_s=limit, label=f"{ref.job}: lowering for {device.name}", option=option,
+                      progress=self.progress, log=log, code="NP-CMP-504",
+                      rerun="run `np run --retry` (the finished steps are reused)")
         compiled = compile_checkpoint(ref.path, device, compile_dir(job_dir, device), program_sha256=ref.sha256,
-                                      program=program)
+                                      program=program, watch=watch)
         reused = reuse_note(compiled)
         if reused:
             log.info(f"Reused the compiled {ref.name.lower()} for {device.name} ({compiled.pte_bytes or 0:,} B .pte): "

@@ -9,6 +9,7 @@ from typing import Any
 
 from np_optimizer.compile.result import CompileResult
 from np_optimizer.devices import Device
+from np_optimizer.processes import Watch
 from np_optimizer.records import MetricValue
 from np_optimizer.workspace.remote import RemoteDevice
 
@@ -33,6 +34,8 @@ class ProfileRequest:
     # Static facts of the checkpoint recorded by its job (macs, params, weight_bytes), so a method can report them
     # without loading the program; a key may be missing.
     program_stats: dict[str, Any] = field(default_factory=dict)
+    # How a long tool run of the method (MLIA's estimate) is shown and bounded; None: run it here, unbounded.
+    watch: Watch | None = None
 
     @property
     def pte_path(self) -> Path | None:

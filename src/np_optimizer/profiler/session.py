@@ -6,11 +6,19 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.compile import CompileResult, compile_checkpoint, compile_dir, find_compiled, reuse_note
+from np_optimizer.compile import (
+    CompileResult,
+    Watch,
+    compile_checkpoint,
+    compile_dir,
+    find_compiled,
+    reuse_note,
+    stopped_compile,
+)
 from np_optimizer.devices import Device
 from np_optimizer.errors import CompileError, NpError, error_record
 from np_optimizer.files import write_text
@@ -33,17 +41,22 @@ def measurement_id() -> str:
 
 
 def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log: logging.Logger,
-                  progress: Callable[[str], None]) -> tuple[CompileResult, Path, float, bool]:
+                  progress: Callable[[str], None], watch: Watch) -> tuple[CompileResult, Path, float, bool]:
+    """The compilation of `checkpoint` for `device`: an intact earlier one, one the same time limit stopped before
+    (not waited for twice: its round fails with that reason), or a new one."""
     from np_optimizer.files import file_lock
 
     out_dir = compile_dir(job_dir, device)
     with file_lock(out_dir):  # another np process may be compiling, or measuring, the same folder
-        found = find_compiled(out_dir, device, checkpoint.sha256)
+        found = find_compiled(out_dir, device, checkpoint.sha256) or \
+            stopped_compile(out_dir, device, checkpoint.sha256, watch.limit_s)
         if found is not None:
             return found, out_dir, 0.0, True
         progress(f"compiling {checkpoint.name.lower()} for {device.name}")
         start = time.perf_counter()
-        compiled = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256)
+        compiled = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256,
+                                      watch=replace(watch, label=f"lowering {checkpoint.name.lower()} for "
+                                                    f"{device.name}", code="NP-CMP-504"))
         return compiled, out_dir, time.perf_counter() - start, False
 
 
@@ -66,8 +79,12 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
                        method: str, requested_method: str | None, options: dict[str, Any], trigger: str,
                        force: bool, log_file: Path, remote: RemoteDevice | None = None,
                        progress: Callable[[str], None] = lambda _t: None,
-                       cache: EstimateCache | None = None, seen: set[str] | None = None) -> ProfileResult:
+                       cache: EstimateCache | None = None, seen: set[str] | None = None,
+                       watch: Watch | None = None) -> ProfileResult:
     """Compile `checkpoint` for `device` (reusing an intact earlier compilation), then profile it with `method`.
+
+    `watch` bounds a long lowering (Ethos-U) and MLIA's estimate: its limit and the option that sets it (default:
+    options["time_limit"], named as run.detail.yaml's profile[N].time_limit); its label and code are set here.
 
     Long because: compile, cache lookup, method and the failed-round path share the round's base record and log
     lines; split, each part would take a dozen of the same arguments.
@@ -79,26 +96,33 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     support = device.method(method)
     result_kind = support.result_kind if support else "estimated"
     name = checkpoint.name.lower()
+    watch = watch or Watch(limit_s=float(options.get("time_limit", 600)), label=name,
+                           option="run.detail.yaml profile[N].time_limit", progress=progress, log=log)
+    watch = replace(watch, progress=progress, log=log)
     log.info(f"Compiling: {name}")
     try:
-        compiled, compiled_dir, compile_s, reused_compile = _compiled_for(checkpoint, job_dir, device, log, progress)
+        compiled, compiled_dir, compile_s, reused_compile = _compiled_for(checkpoint, job_dir, device, log, progress,
+                                                                          watch)
     except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
         return failed_round(base, result_kind, exc, log)
-    if reused_compile:
+    if reused_compile and compiled.status != "failed":  # a failed one is said below, with its reason
         saved = (compiled.cache or {}).get("saved_s") or compiled.seconds or 0
         log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
                  f"compiled earlier from the same .pt2, compile key {compiled.compile_key[:12]}): saved {saved:.1f} s "
                  "of lowering")
-    elif (note := reuse_note(compiled)) is not None:
+    elif compiled.status != "failed" and (note := reuse_note(compiled)) is not None:
         log.info(f"  using the compiled checkpoint from the {note}")
     compile_summary = {k: v for k, v in to_dict(compiled).items() if k in (
         "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops", "planned_arena_bytes",
-        "pte_file", "tosa_file", "cache")}
+        "pte_file", "tosa_file", "cache", "stopped")}
     compile_summary["reused"] = "job folder" if reused_compile else (compiled.cache or {}).get("status", "miss")
     compile_summary["folder"] = str(compiled_dir.relative_to(experiment_root))
     if compiled.status == "failed":
-        failure = CompileError(f"Compiling {name} for {device.name} failed: {compiled.reason}",
-                               hint="See logs/execution.log; the checkpoint itself is kept.")
+        stopped = compiled.stopped or {}
+        again = " It was not lowered again: the same time limit would stop it again." if reused_compile else ""
+        failure = CompileError(f"{compiled.reason}{again}", hint=stopped.get("hint"), code=stopped.get("code")) \
+            if stopped else CompileError(f"Compiling {name} for {device.name} failed: {compiled.reason}",
+                              hint="See logs/execution.log; the checkpoint itself is kept.")
         return failed_round(base, result_kind, failure, log, compile=compile_summary)
     runs = f" ({options.get('num_executions')} runs)" if result_kind == "measured" else ""
     log.info(f"Profiling: {name}{runs}")
@@ -106,7 +130,8 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
     request = ProfileRequest(checkpoint=checkpoint.name, job=checkpoint.job, program_path=checkpoint.path,
                              program_sha256=checkpoint.sha256, compiled=compiled, compiled_dir=compiled_dir,
                              device=device, options=options, work_dir=work_dir, log_file=log_file, log=log,
-                             remote=remote, queue_notice=_queue_notice(log))
+                             remote=remote, queue_notice=_queue_notice(log),
+                             watch=replace(watch, label=f"estimating {name} on {device.name}", code="NP-PRF-504"))
     request.program_stats = _program_stats(job_dir, checkpoint.sha256)
     chosen = get_method(method)
     cache_info: dict[str, Any] = {"reused": False, "key": None}

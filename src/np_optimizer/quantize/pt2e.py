@@ -141,6 +141,16 @@ def _precision(arg: Any) -> str:
 
 
 def quantized_layers(program: ExportedProgram) -> list[dict[str, str]]:
-    """Per conv/linear node: module path, weight precision and activation precision, read from the q/dq pattern."""
-    return [{"node": n.name, "module": _module_of(n), "op": _op(n), "weight": _precision(n.args[1]),
+    """Per conv/linear node: module path, weight precision and activation precision, read from the q/dq pattern;
+    then per recurrent node (aten.lstm, gru, rnn_*: one node holds all its weights) the same, its weight "float" when
+    any of its weights is read as float."""
+    from np_optimizer.graph.stats import recurrent_nodes
+
+    rows = [{"node": n.name, "module": _module_of(n), "op": _op(n), "weight": _precision(n.args[1]),
              "activation": _precision(n.args[0])} for n in program.graph.nodes if _is_weighted(n)]
+    nodes = {n.name: n for n in program.graph.nodes}
+    for row in recurrent_nodes(program):
+        node = nodes[row["node"]]
+        rows.append({"node": node.name, "module": _module_of(node), "op": _op(node),
+                     "weight": "float" if row["params_float"] else "quantized", "activation": _precision(node.args[0])})
+    return rows

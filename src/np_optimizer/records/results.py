@@ -157,6 +157,8 @@ class CompileResult:
     versions: dict[str, str] = field(default_factory=dict)
     seconds: float | None = None  # wall time of this compilation (a copy, on a cache hit)
     cache: dict[str, Any] | None = None  # status hit|miss, key, entry folder; on a hit saved_s and compiled_for
+    # set when the time limit stopped the lowering: limit_s, after_s, stage, option (what raises it), code, hint
+    stopped: dict[str, Any] | None = None
 
     @property
     def total_ops(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from np_optimizer.compile import Watch
 from np_optimizer.errors import NpError
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext
@@ -45,12 +46,15 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
                               hint="Fix the failed step, then `np run --retry`.", code="NP-PRF-409")
             result = failed_round(base, planned.result_kind, missing, log)
         else:
+            options = run.config.detail.profile_options(index)
+            watch = Watch(limit_s=float(options["time_limit"]), label=planned.checkpoint.lower(),
+                          option=f"run.detail.yaml profile[{index}].time_limit", rerun="run `np run --retry` (the "
+                          f"finished steps are reused) or `np profile {planned.checkpoint}`")
             result = profile_checkpoint(
                 checkpoint=ref, job_dir=store.job_dir(ref.job), experiment_root=run.experiment.root, device=device,
-                method=planned.method, requested_method=requested_method,
-                options=run.config.detail.profile_options(index),
+                method=planned.method, requested_method=requested_method, options=options,
                 trigger="RUN_INLINE", force=force, log_file=run.log_file, remote=remote, progress=progress,
-                seen=seen)
+                seen=seen, watch=watch)
         store.set_inline_result(result)
         results.append(result)
     log.info("Profiling complete. Results saved to report.json")

@@ -110,7 +110,6 @@ def _integer_nodes(program: ExportedProgram) -> frozenset[str]:
 
 
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
-    from np_optimizer.layers.weights import float_weights, float_weights_warning
     from np_optimizer.quantize.aq.program import aq_layers
     from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
 
@@ -163,11 +162,32 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
             warnings.append(f"keep_float names no layer of the model: {', '.join(unknown)} (np report --layers "
                             "lists the module paths)")
     kept = aq_modules | asked_float | frozenset((changes.get("amp") or {}).get("float_layers") or [])
-    changes["float_weights"] = float_weights(program, kept)  # weights the quantizer left float, per layer
-    mostly_float = float_weights_warning(changes["float_weights"], config.scheme, device.backend)
-    if mostly_float:
-        warnings.append(mostly_float)
+    warnings += _float_warnings(ctx, program, kept, config.scheme, changes)
     return StepOutcome(program=program, changes=changes, warnings=warnings)
+
+
+def _float_warnings(ctx: StepContext, program: ExportedProgram, kept: frozenset[str], scheme: str,
+                    changes: dict[str, Any]) -> list[str]:
+    """What the quantizer left float, recorded in `changes`: one warning per recurrent layer (an LSTM, GRU or RNN,
+    whatever its share: XNNPACK quantizes none), and one when most of the other weights stayed float."""
+    from np_optimizer.layers.weights import (
+        float_recurrent,
+        float_recurrent_warnings,
+        float_weights,
+        float_weights_warning,
+    )
+
+    backend = ctx.run.device.backend
+    changes["float_weights"] = float_weights(program, kept)  # weights the quantizer left float, per layer
+    recurrent = float_recurrent(program, kept)
+    warnings = float_recurrent_warnings(recurrent, scheme, backend)
+    for text in warnings:
+        ctx.log.warning(text)
+    if recurrent:
+        changes["float_recurrent"] = recurrent
+    mostly_float = float_weights_warning(changes["float_weights"], scheme, backend,
+                                         named=frozenset(row["module"] for row in recurrent))
+    return warnings + ([mostly_float] if mostly_float else [])
 
 
 def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram,

@@ -9,6 +9,7 @@ graph and says that latency and memory are not given.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from np_optimizer.errors import EstimateError, UnsupportedError
 from np_optimizer.files import write_text
 from np_optimizer.formats import mib
 from np_optimizer.metrics import MetricType as M
+from np_optimizer.processes import run_watched, stage
 from np_optimizer.profiler.methods.base import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
@@ -84,8 +86,16 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
             raise EstimateError(f"The compiled {request.checkpoint} has no .tosa file in "
                                 f"{request.compiled_dir / 'ethos_u'}.", hint="Compile it again: `np profile --force` "
                                 "after deleting that compiled_* folder.")
-        estimates = [estimate(path, target, request.work_dir / f"mlia_partition{i}")
-                     | {"tosa_file": path.name, "partition_tag": tag} for i, (tag, path) in enumerate(tosa)]
+
+        def each() -> list[dict[str, Any]]:
+            out = []
+            for i, (tag, path) in enumerate(tosa):
+                stage(f"MLIA (Vela) estimate of NPU partition {i + 1} of {len(tosa)} ({tag})")
+                out.append(estimate(path, target, request.work_dir / f"mlia_partition{i}")
+                           | {"tosa_file": path.name, "partition_tag": tag})
+            return out
+
+        estimates = _watched(request, each, "starting MLIA")
         if len(tosa) > 1:
             warnings.append(f"The checkpoint lowered to {len(tosa)} NPU partitions: MLIA estimated each, and np summed "
                             "their latency, MACs, weights and memory (memory is then an upper bound).")
@@ -104,8 +114,20 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
     notices.append("This checkpoint is float, which the Ethos-U NPU cannot run as it is: MLIA estimated it through its "
                    ".pt2 path, which first quantizes it with default int8 post-training quantization (calibrated on "
                    "the example input only). The figures describe that int8 model, not this float checkpoint.")
-    return [estimate(request.program_path, target, request.work_dir / "mlia")], notices, warnings, \
+
+    def whole() -> list[dict[str, Any]]:
+        stage("MLIA estimate of the float .pt2 (MLIA quantizes it, lowers it to TOSA, then runs Vela)")
+        return [estimate(request.program_path, target, request.work_dir / "mlia")]
+
+    return _watched(request, whole, "starting MLIA"), notices, warnings, \
         "float .pt2 quantized by MLIA (default int8 PTQ)"
+
+
+def _watched(request: ProfileRequest, work: Callable[[], list[dict[str, Any]]],
+             first: str) -> list[dict[str, Any]]:
+    """MLIA's estimates in a watched child process (its stage and time on the progress line, stopped at the time
+    limit), or here when the request has no watch."""
+    return work() if request.watch is None else run_watched(work, request.watch, first)
 
 
 def _ethos_u(request: ProfileRequest) -> MethodOutput:

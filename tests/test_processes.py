@@ -1,0 +1,92 @@
+"""A watched run (np_optimizer.processes.run_watched): real child processes, no torch. The stage and the elapsed time
+reach the progress callback, the result and the exceptions come back, the time limit stops the child (and what it
+started) with the stage, the time and the option in the message, and a child that dies says so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from np_optimizer.errors import EstimateError, TimeLimitError, ToolError
+from np_optimizer.processes import Watch, pid_alive, run_watched, stage
+
+
+def _watch(limit: float, seen: list[str]) -> Watch:
+    return Watch(limit_s=limit, label="01_graph_quantize: lowering for alif_e8", option="run.detail.yaml "
+                 "profile[1].time_limit", progress=seen.append, code="NP-CMP-504", rerun="run `np run --retry`")
+
+
+def test_the_result_and_each_stage_come_back() -> None:
+    seen: list[str] = []
+
+    def work() -> dict[str, object]:
+        stage("TOSA lowering of NPU partition 1 (tag0)")
+        time.sleep(1.2)
+        stage("Vela on NPU partition 1 (tag0)")
+        return {"pid": os.getpid(), "sizes": [1, 2, 3]}
+
+    result = run_watched(work, _watch(30, seen), "starting")
+    assert result["sizes"] == [1, 2, 3] and result["pid"] != os.getpid()  # it ran in a child
+    assert seen[0].startswith("01_graph_quantize: lowering for alif_e8 (0 s, limit 30 s): starting")
+    assert any("(1 s, limit 30 s): TOSA lowering of NPU partition 1 (tag0)" in s for s in seen)
+    assert "Vela on NPU partition 1 (tag0)" in seen[-1]
+
+
+def test_an_exception_comes_back_as_itself_with_its_attributes_and_the_child_traceback() -> None:
+    def work() -> None:
+        raise EstimateError("MLIA could not estimate model.tosa", hint="see mlia.log", root_cause="vela: no")
+
+    with pytest.raises(EstimateError) as raised:
+        run_watched(work, _watch(30, []), "starting")
+    assert raised.value.message == "MLIA could not estimate model.tosa" and raised.value.root_cause == "vela: no"
+    assert raised.value.hint == "see mlia.log" and raised.value.code == "NP-PRF-500"
+    assert "in work" in "".join(raised.value.__notes__)
+
+    def vela_exits() -> None:
+        raise SystemExit("Vela: error: unsupported operator")  # how Vela ends a compile it cannot do
+
+    with pytest.raises(SystemExit, match="unsupported operator"):
+        run_watched(vela_exits, _watch(30, []), "starting")
+
+
+def test_the_time_limit_stops_the_child_and_what_it_started(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild.pid"
+
+    def work() -> None:
+        stage("Vela on NPU partition 2 (tag1)")
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        marker.write_text(str(helper.pid))
+        time.sleep(60)
+
+    seen: list[str] = []
+    start = time.monotonic()
+    with pytest.raises(TimeLimitError) as raised:
+        run_watched(work, _watch(1.5, seen), "starting")
+    assert time.monotonic() - start < 10
+    error = raised.value
+    assert error.code == "NP-CMP-504" and error.stage == "Vela on NPU partition 2 (tag1)" and error.limit_s == 1.5
+    assert error.message.startswith("01_graph_quantize: lowering for alif_e8 was stopped after 2 s, during Vela on "
+                                    "NPU partition 2 (tag1): its time limit is 1.5 s (run.detail.yaml "
+                                    "profile[1].time_limit).")
+    assert "Raise the time limit (run.detail.yaml profile[1].time_limit)" in str(error.hint)
+    assert "np run --retry" in str(error.hint)
+    helper = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while pid_alive(helper) and time.monotonic() < deadline:  # killed with the child's process group
+        time.sleep(0.05)
+    assert not pid_alive(helper)
+
+
+def test_a_child_that_dies_without_a_word_is_a_tool_error() -> None:
+    def work() -> None:
+        stage("Vela on NPU partition 1 (tag0)")
+        os.kill(os.getpid(), signal.SIGKILL)  # the out-of-memory killer, say
+
+    with pytest.raises(ToolError, match="ended without a result \\(signal 9\\) during Vela on NPU partition 1"):
+        run_watched(work, _watch(30, []), "starting")
