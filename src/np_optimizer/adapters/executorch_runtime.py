@@ -18,10 +18,18 @@ def pte_backends(pte_path: Path) -> list[str]:
     return [d.id for d in program.execution_plan[0].delegates]
 
 
-def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
+def _runtime() -> Any:
+    """The pybindings runtime with ExecuTorch's quantized kernels registered: importing `executorch.kernels.quantized`
+    loads them into the runtime of this process (q/dq left outside a delegate, `embedding_byte`, `embedding_4bit`);
+    the pybindings module alone has the portable and optimized kernels only ("Missing operator" at load)."""
+    import executorch.kernels.quantized  # noqa: F401
     from executorch.runtime import Runtime
 
-    runtime = Runtime.get()
+    return Runtime.get()
+
+
+def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
+    runtime = _runtime()
     try:
         program = runtime.load_program(Path(pte_path))
         method = program.load_method("forward")
@@ -38,9 +46,7 @@ def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
 
 def pte_method(pte_path: Path) -> Any:
     """The loaded `forward` method of a .pte, to execute many inputs without loading the program each time."""
-    from executorch.runtime import Runtime
-
-    runtime = Runtime.get()
+    runtime = _runtime()
     try:
         method = runtime.load_program(Path(pte_path)).load_method("forward")
     except RuntimeError as exc:

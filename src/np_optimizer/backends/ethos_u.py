@@ -180,9 +180,14 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
+    from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
+
     if not target:
         raise ValueError("an Ethos-U lowering needs the device's target profile (mlia_target)")
     register_quantized_out_variants()
+    # an embedding table graph_quantize's option quantized (one the Arm quantizer left float) runs on the CPU's
+    # quantized embedding kernel; the tables the Arm quantizer quantized are gathers it lowers itself
+    program, _count = fuse_quantized_embeddings(program)
     artifacts = work_dir / "ethos_u"
     artifacts.mkdir(parents=True, exist_ok=True)
     vela = vela_settings(target)

@@ -30,7 +30,11 @@ def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
+    from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
+
     register_quantized_out_variants()
+    # XNNPACK has no embedding: quantized tables go to ExecuTorch's quantized embedding kernels, outside the delegate
+    program, _count = fuse_quantized_embeddings(program)
     # the ETRecord ties the runtime's ETDump events to the graph (per-layer host times); the compile writes it
     return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=True)
 

@@ -195,6 +195,25 @@ def _is_dequant(target: Any) -> bool:
         "dequantize" in schema.name
 
 
+# ExecuTorch's quantized embedding kernels read their integer table directly (no dequantize op before them): weights
+# per stored element of the table (int4 and int2 are packed 2 and 4 to a byte)
+_QUANTIZED_LOOKUPS = {"embedding_byte": 1, "embedding_4bit": 2, "embedding_2bit": 4}
+
+
+def _weights_per_element(node: Node) -> int:
+    """How many weights each stored element of a constant stands for, when a quantized op reads it as its weight:
+    1 through a dequantize, 1/2/4 for a quantized embedding kernel's table; 0 when no such op reads it."""
+    for user in node.users:
+        if _is_dequant(user.target) and user.args[0] is node:
+            return 1
+        schema = getattr(user.target, "_schema", None)
+        name = schema.name.split("::")[-1] if schema is not None else ""
+        if getattr(user.target, "namespace", "") == "quantized_decomposed" and name in _QUANTIZED_LOOKUPS \
+                and user.args[0] is node:
+            return _QUANTIZED_LOOKUPS[name]
+    return 0
+
+
 def _used_constants(ep: ExportedProgram) -> list[tuple[Node, str, Any]]:
     """(placeholder, kind, tensor) for every parameter/buffer/constant the graph reads.
 
@@ -219,14 +238,15 @@ def count_params(ep: ExportedProgram) -> int:
 
     Counted: every used PARAMETER (a tensor-subclass weight such as torchao's IntxUnpackedToInt8Tensor counts its
     logical elements), plus used buffers/constants that are the data input of a dequantize op (PT2E stores int8
-    weights as buffers `_frozen_param*`). Not counted: unused state, BN running statistics, quantization
+    weights as buffers `_frozen_param*`) or the table of a quantized embedding kernel (`embedding_4bit`'s packed
+    table counts two weights per byte). Not counted: unused state, BN running statistics, quantization
     scales/zero-points, other buffers. On a float program this equals `sum(p.numel() for p in model.parameters())`
     (minus parameters the graph does not read).
     """
     total = 0
     for node, kind, t in _used_constants(ep):
-        if kind == "PARAMETER" or any(_is_dequant(u.target) and u.args[0] is node for u in node.users):
-            total += int(t.numel())
+        per_element = 1 if kind == "PARAMETER" else _weights_per_element(node)
+        total += int(t.numel()) * per_element
     return total
 
 
@@ -243,7 +263,8 @@ def _storage_bytes(t: torch.Tensor) -> int:
 
 def weight_bytes(ep: ExportedProgram) -> int:
     """Bytes of all constant tensors the graph reads (weights, biases, quant scales/zero-points, BN statistics), as
-    stored: int8 weights 1 byte/element (torchao int4 is stored unpacked in int8, so also 1 byte), float32 4.
+    stored: int8 weights 1 byte/element (torchao int4 and graph_quantize's int4 embedding tables are stored unpacked
+    in int8, so also 1 byte; ExecuTorch packs the tables two to a byte when it lowers them), float32 4.
     Unused state is excluded (`remove_dead_code` drops it)."""
     seen: set[int] = set()
     total = 0

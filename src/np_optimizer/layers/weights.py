@@ -20,15 +20,16 @@ def float_weights(program: ExportedProgram, kept_float: frozenset[str] = frozens
     """Weight elements read as float parameters (not through a dequantize) per layer, and their share of all
     weight elements. `kept_float`: modules np was asked to keep float (GREEDY, advanced_quantize), so the reason
     says so; every other float weight is one the backend's quantizer did not annotate."""
-    from np_optimizer.graph.stats import _is_dequant, _used_constants
+    from np_optimizer.graph.stats import _used_constants, _weights_per_element
 
     total = 0
     layers: dict[str, dict[str, Any]] = {}
     for node, kind, tensor in _used_constants(program):
-        through_dequant = any(_is_dequant(u.target) and u.args[0] is node for u in node.users)
+        per_element = _weights_per_element(node)  # read as a quantized weight (a dequantize, an embedding kernel)
+        through_dequant = per_element > 0
         if (kind != "PARAMETER" and not through_dequant) or tensor.dim() < 2:
             continue  # buffers, BN statistics, scales, biases and norm scales (1-D, never quantized): not weights
-        count = int(tensor.numel())
+        count = int(tensor.numel()) * max(per_element, 1)
         total += count
         if through_dequant or not tensor.is_floating_point():
             continue

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule, Node
 
-__all__ = ["quantize_program", "quantized_layers", "weighted_layers"]
+__all__ = ["quantize_program", "quantized_layers", "weighted_layers", "module_path"]
 
 def _module_path(path: str) -> str:
     prefix = "L['self']."  # older capture APIs; torch.export records "layer1.conv"
@@ -79,6 +79,59 @@ def _integer_scalars_to_constants(module: GraphModule) -> int:
     return count
 
 
+_EMBEDDING = "aten.embedding.default"  # its weight is its first operand, the indices its second
+_LAYER_META = ("nn_module_stack", "source_fn_stack", "torch_fn", "stack_trace")
+
+
+def _embedding_metas(module: GraphModule) -> list[tuple[tuple[int, ...], dict[str, Any]]]:
+    """(table shape, the module-identifying meta) of each `aten.embedding`, in graph order."""
+    return [(tuple(n.args[0].meta["val"].shape), {k: n.meta[k] for k in _LAYER_META if k in n.meta})
+            for n in module.graph.nodes if n.op == "call_function" and str(n.target) == _EMBEDDING
+            and hasattr(n.args[0], "meta") and "val" in n.args[0].meta]
+
+
+def _table_shape(module: GraphModule, node: Any) -> tuple[int, ...]:
+    """Shape of a gather's table: its value, or the constant behind its dequantize (convert_pt2e's q/dq nodes carry
+    no value)."""
+    while getattr(node, "op", None) == "call_function" and _op(node).startswith("quantized_decomposed.dequantize"):
+        node = node.args[0]
+    if getattr(node, "op", None) == "get_attr":
+        value: Any = module
+        for part in str(node.target).split("."):
+            value = getattr(value, part, None)
+        return tuple(getattr(value, "shape", ()))
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    return tuple(val.shape) if val is not None else ()
+
+
+def _restore_embedding_metas(module: GraphModule, metas: list[tuple[tuple[int, ...], dict[str, Any]]]) -> int:
+    """Give the gathers a quantizer decomposed embeddings into back their embedding's module; returns how many.
+
+    Why: the Arm quantizer's DecomposeEmbeddingPass (executorch 1.5) turns `embedding(w, i)` into `view(i)`,
+    `index_select(w, 0, .)`, `view(.)` without copying the node's meta, so the gather belonged to no module: its
+    layer was `(model).index_select`, matched to nothing of INPUT_MODEL (no per-layer SNR). Gathers are matched to
+    the embeddings of the same table shape in graph order (the pass inserts each where its embedding was).
+    """
+    pending: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    for shape, meta in metas:
+        pending.setdefault(shape, []).append(meta)
+    restored = 0
+    for node in module.graph.nodes:
+        if node.op != "call_function" or str(node.target) != "aten.index_select.default" \
+                or node.meta.get("nn_module_stack") or len(node.args) < 3 or node.args[1] != 0:
+            continue
+        queue = pending.get(_table_shape(module, node.args[0]))
+        if not queue:
+            continue
+        meta = queue.pop(0)
+        around = [node, *(n for n in node.all_input_nodes if n.op == "call_function"), *node.users]
+        for item in around:
+            if not item.meta.get("nn_module_stack"):
+                item.meta.update(meta)
+        restored += 1
+    return restored
+
+
 def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, target: str | None,
                      calibration: Sequence[tuple[torch.Tensor, ...]],
                      keep_float: Iterable[str] = frozenset()) -> ExportedProgram:
@@ -92,11 +145,13 @@ def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, tar
     # check_guards=False: the default adds a `_guards_fn` call_module node the Arm quantizer's passes reject.
     module = program.module(check_guards=False)
     _integer_scalars_to_constants(module)
+    embeddings = _embedding_metas(module)
     prepared = prepare_pt2e(module, quantizer)
     with torch.no_grad():
         for sample in calibration:
             prepared(*sample)
     converted = convert_pt2e(prepared)
+    _restore_embedding_metas(converted, embeddings)
     program = torch.export.export(converted, tuple(calibration[0]))
     # The re-exported program still carries the float weights, unused: drop them so the checkpoint holds only what
     # it computes with (the .pt2 of the sample CNN shrinks from 713 KB to about 190 KB).
@@ -114,43 +169,64 @@ def _op(node: Any) -> str:
 
 
 def _is_weighted(node: Any) -> bool:
-    """A conv or matmul-like ATen node with a weight operand (`aten.conv2d.default`, `aten.linear.default`)."""
+    """A conv or matmul-like ATen node with a weight operand (`aten.conv2d.default`, `aten.linear.default`), or an
+    embedding (its table)."""
     if node.op != "call_function" or len(node.args) < 2:
         return False
+    if str(node.target) == _EMBEDDING:
+        return True
     parts = _op(node).split(".")
     return parts[0] == "aten" and len(parts) > 1 and any(k in parts[1] for k in _WEIGHTED)
 
 
-def _module_of(node: Any) -> str:
+def module_path(node: Any) -> str:
+    """The path of the innermost module that called the node (`bert.embeddings.word_embeddings`), else its name."""
     stack = node.meta.get("nn_module_stack") or {}
-    return _module_path(list(stack.values())[-1][0]) if stack else node.name
+    return _module_path(list(stack.values())[-1][0]) if stack else str(node.name)
 
 
 def weighted_layers(program: ExportedProgram) -> list[tuple[str, str]]:
-    """(node name, module path) of every conv/linear-like node, in graph order: the candidates for mixed precision."""
-    return [(n.name, _module_of(n)) for n in program.graph.nodes if _is_weighted(n)]
+    """(node name, module path) of every conv/linear-like node and embedding, in graph order: the candidates for
+    mixed precision."""
+    return [(n.name, module_path(n)) for n in program.graph.nodes if _is_weighted(n)]
 
 
 def _precision(arg: Any) -> str:
     name = _op(arg) if getattr(arg, "op", None) == "call_function" else ""
     if not name.startswith("quantized_decomposed.dequantize"):
         return "float"
-    qmin, qmax, dtype = arg.args[-3], arg.args[-2], arg.args[-1]
-    bits = {(-8, 7): "int4", (-7, 7): "int4"}.get((qmin, qmax), str(dtype).replace("torch.", ""))
+    schema = getattr(arg.target, "_schema", None)  # by name: the group op puts dtype before group_size
+    values: dict[str, Any] = dict(zip([a.name for a in schema.arguments], arg.args)) if schema is not None else {}
+    values.update(arg.kwargs)
+    qmin, qmax, dtype = values.get("quant_min"), values.get("quant_max"), values.get("dtype")
+    bits = "int4" if (qmin, qmax) in ((-8, 7), (-7, 7)) else str(dtype).replace("torch.", "")
     return f"{bits} dynamic" if name.endswith(".tensor") else bits
 
 
+def _is_gather(node: Any) -> bool:
+    """An embedding a quantizer decomposed: `index_select(dequantize(table), 0, indices)` (the Arm quantizer's)."""
+    return node.op == "call_function" and str(node.target) == "aten.index_select.default" and len(node.args) > 2 \
+        and node.args[1] == 0 and _precision(node.args[0]) != "float"
+
+
 def quantized_layers(program: ExportedProgram) -> list[dict[str, str]]:
-    """Per conv/linear node: module path, weight precision and activation precision, read from the q/dq pattern;
-    then per recurrent node (aten.lstm, gru, rnn_*: one node holds all its weights) the same, its weight "float" when
-    any of its weights is read as float."""
+    """Per conv/linear node and embedding (or gather on a quantized table): module path, weight precision and
+    activation precision, read from the q/dq pattern (an embedding's input is its indices: "indices"); then per
+    recurrent node (aten.lstm, gru, rnn_*: one node holds all its weights) the same, its weight "float" when any of
+    its weights is read as float."""
     from np_optimizer.graph.stats import recurrent_nodes
 
-    rows = [{"node": n.name, "module": _module_of(n), "op": _op(n), "weight": _precision(n.args[1]),
-             "activation": _precision(n.args[0])} for n in program.graph.nodes if _is_weighted(n)]
+    rows = []
+    for n in program.graph.nodes:
+        embedding = str(n.target) == _EMBEDDING or _is_gather(n)
+        if not (embedding or _is_weighted(n)):
+            continue
+        weight, activation = (n.args[0], None) if embedding else (n.args[1], n.args[0])
+        rows.append({"node": n.name, "module": module_path(n), "op": _op(n), "weight": _precision(weight),
+                     "activation": "indices" if embedding else _precision(activation)})
     nodes = {n.name: n for n in program.graph.nodes}
     for row in recurrent_nodes(program):
         node = nodes[row["node"]]
-        rows.append({"node": node.name, "module": _module_of(node), "op": _op(node),
+        rows.append({"node": node.name, "module": module_path(node), "op": _op(node),
                      "weight": "float" if row["params_float"] else "quantized", "activation": _precision(node.args[0])})
     return rows

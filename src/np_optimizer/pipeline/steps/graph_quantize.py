@@ -3,6 +3,7 @@ the costliest layers in float."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,14 @@ OPTIONS: Section = {
         "target_top1_drop": Opt(None, "number", "With a labelled evaluation dataset: GREEDY stops once TOP1 accuracy "
                                 "is at most this much (a fraction: 0.01 = one point) below the float model's, instead "
                                 "of target_snr. null: target_snr.", minimum=0, also=(None,)),
+    },
+    "embedding": {
+        "bits": Opt(8, "choice", "Weight-only quantization of the embedding tables (nn.Embedding) the backend's "
+                    "quantizer leaves float, lowered to ExecuTorch's quantized embedding kernels: 8 (int8, one scale "
+                    "per row), 4 (int4, one scale per group_size weights of a row) or null (tables stay float).",
+                    choices=(8, 4), also=(None,)),
+        "group_size": Opt(32, "choice", "With bits 4: weights per scale along a row (must divide the row).",
+                          choices=(32, 64, 128)),
     },
 }
 
@@ -111,7 +120,7 @@ def _integer_nodes(program: ExportedProgram) -> frozenset[str]:
 
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
     from np_optimizer.quantize.aq.program import aq_layers
-    from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
+    from np_optimizer.quantize.pt2e import quantized_layers
 
     device = ctx.run.device
     # Linear layers advanced_quantize already quantized stay as they are: the PT2E quantizer must not annotate them.
@@ -125,14 +134,10 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     for warning in calibration.warnings:
         ctx.log.warning(warning)
 
-    def quantize(keep_float: frozenset[str] = frozenset()) -> ExportedProgram:
-        return quantize_program(ctx.program, backend=device.backend, scheme=config.scheme, target=device.mlia_target,
-                                calibration=calibration.samples, keep_float=keep_float | always_float)
-
-    ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
     asked_float = frozenset(config.keep_float)
-    if asked_float:
-        always_float = always_float | asked_float
+    always_float |= asked_float
+    quantize, embeddings = _quantizer(ctx, config, calibration.samples, always_float)
+    ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
     program = quantize()
     changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
                                "calibration": {"samples": len(calibration.samples), "source": calibration.source}}
@@ -161,7 +166,11 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
         if unknown:
             warnings.append(f"keep_float names no layer of the model: {', '.join(unknown)} (np report --layers "
                             "lists the module paths)")
+    bits = ctx.options["embedding"]["bits"]
+    changes["embedding"] = _embedding_summary(ctx.program, layers, embeddings.get(id(program), {}), bits)
     kept = aq_modules | asked_float | frozenset((changes.get("amp") or {}).get("float_layers") or [])
+    if bits is None:  # the float tables are the configuration's, not the quantizer's doing
+        kept |= frozenset(row["module"] for row in changes["embedding"]["layers"])
     warnings += _float_warnings(ctx, program, kept, config.scheme, changes)
     return StepOutcome(program=program, changes=changes, warnings=warnings)
 
@@ -188,6 +197,73 @@ def _float_warnings(ctx: StepContext, program: ExportedProgram, kept: frozenset[
     mostly_float = float_weights_warning(changes["float_weights"], scheme, backend,
                                          named=frozenset(row["module"] for row in recurrent))
     return warnings + ([mostly_float] if mostly_float else [])
+
+
+def _reads_user_input(program: ExportedProgram, node: Any) -> bool:
+    """Whether a node's value depends on a user input of the program (else it is computed from constants only)."""
+    inputs, seen, stack = set(program.graph_signature.user_inputs), set(), [node]
+    while stack:
+        item = stack.pop()
+        if getattr(item, "name", None) in inputs:
+            return True
+        if hasattr(item, "all_input_nodes") and item.name not in seen:
+            seen.add(item.name)
+            stack.extend(item.all_input_nodes)
+    return False
+
+
+def _quantizer(ctx: StepContext, config: GraphQuantizeConfig, samples: list[Any], always_float: frozenset[str]
+               ) -> tuple[Callable[..., ExportedProgram], dict[int, dict[str, Any]]]:
+    """quantize(keep_float) -> the PT2E-quantized program, its embedding tables quantized as the `embedding` option
+    says; and, per program it made (by id), what the option did in it (GREEDY quantizes many times)."""
+    from np_optimizer.quantize.embedding import quantize_embeddings
+    from np_optimizer.quantize.pt2e import quantize_program
+
+    device, embedding = ctx.run.device, ctx.options["embedding"]
+    reports: dict[int, dict[str, Any]] = {}
+
+    def quantize(keep_float: frozenset[str] = frozenset()) -> ExportedProgram:
+        program = quantize_program(ctx.program, backend=device.backend, scheme=config.scheme,
+                                   target=device.mlia_target, calibration=samples,
+                                   keep_float=keep_float | always_float)
+        if embedding["bits"] is None:
+            return program
+        program, report = quantize_embeddings(program, bits=int(embedding["bits"]),
+                                              group_size=int(embedding["group_size"]),
+                                              keep_float=keep_float | always_float)
+        reports[id(program)] = report
+        return program
+
+    return quantize, reports
+
+
+def _embedding_summary(source: ExportedProgram, layers: list[dict[str, str]], done: dict[str, Any],
+                       bits: int | None) -> dict[str, Any]:
+    """What became of each embedding of the step's input: quantized by the `embedding` option (done's rows), by the
+    backend's quantizer (the Arm quantizer's gather on its own quantized table), or left float."""
+    from np_optimizer.quantize.embedding import EMBEDDING_OP
+    from np_optimizer.quantize.pt2e import module_path
+
+    lookups = [n for n in source.graph.nodes if str(n.target) == EMBEDDING_OP]
+    modules = list(dict.fromkeys(module_path(n) for n in lookups))
+    constant = {module_path(n) for n in lookups if not _reads_user_input(source, n.args[1])}
+    option = {row["module"]: row for row in done.get("layers") or []}
+    float_reason = {row["module"]: row["reason"] for row in done.get("left_float") or []}
+    after = {row["module"]: row for row in layers if row["activation"] == "indices"}
+    rows = []
+    for module in modules:
+        if module in option:
+            rows.append({**option[module], "by": "embedding option"})
+        elif module not in after:  # position / token-type ids are constants: PT2E folded the lookup at convert
+            rows.append({"module": module, "weight": "folded", "reason": "its indices are constants of the model, so "
+                         "its output became a constant of the quantized program (no lookup is left)"
+                         if module in constant else "no lookup of this module is left in the quantized program"})
+        elif after[module]["weight"] == "float":
+            reason = float_reason.get(module) or ("embedding.bits is null" if bits is None else "not quantized")
+            rows.append({"module": module, "weight": "float", "reason": reason})
+        else:
+            rows.append({"module": module, "weight": after[module]["weight"], "by": "the backend's quantizer"})
+    return {"bits": bits, "group_size": done.get("group_size"), "layers": rows}
 
 
 def _greedy(ctx: StepContext, quantize: Any, full: ExportedProgram,

@@ -38,6 +38,17 @@ def _import_pybindings() -> Tuple[Any, str]:
                                "this Python has no ExecuTorch runtime (%s): %s" % (sys.executable, e))
 
 
+def _register_quantized_kernels() -> bool:
+    """Load ExecuTorch's quantized kernels into the runtime (q/dq left outside a delegate, the quantized embedding
+    kernels `embedding_byte` / `embedding_4bit`): the pybindings alone lack them, and a program that uses them fails
+    to load ("Missing operator"). False when this install has no such library."""
+    try:
+        import executorch.kernels.quantized  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
 def _executorch_version() -> Optional[str]:
     try:
         from executorch.version import __version__
@@ -70,6 +81,7 @@ def import_runtime(threads: Optional[int]) -> Runtime:
         raise MeasureError("runtime_missing", "this Python has no torch (%s): %s" % (sys.executable, e))
     info: Json = {"torch_version": getattr(torch, "__version__", None)}
     rt, info["api"] = _import_pybindings()
+    info["quantized_kernels"] = _register_quantized_kernels()
     import_ms = (time.perf_counter() - t0) * 1e3
     info["executorch_version"] = _executorch_version()
     info["python_version"] = platform.python_version()

@@ -40,9 +40,10 @@ def main_zygote(path: str) -> int:
     try:
         import torch  # noqa: F401  (the pybindings link libtorch; the worker needs both)
 
-        from .load import _import_pybindings
+        from .load import _import_pybindings, _register_quantized_kernels
 
         _import_pybindings()
+        _register_quantized_kernels()
     except BaseException as e:  # the supervisor then starts fresh workers, which report the problem properly
         sys.stdout.write("failed %s\n" % (e,))
         sys.stdout.flush()
