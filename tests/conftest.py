@@ -15,7 +15,7 @@ from tests.helpers import MlpModels, NpResult, assert_unchanged, mlp_models, tre
 
 # The longest test files, first: `make test` spreads files over two workers in collection order, so a long file
 # collected last would leave one core idle at the end.
-_LONGEST_FIRST = ("test_sweep_vs_run.py", "test_ray_pool.py", "test_architectures.py", "test_advanced_quantize.py",
+_LONGEST_FIRST = ("test_sweep_vs_run.py", "test_ray_pool.py", "test_architectures.py", "test_zoo.py", "test_advanced_quantize.py",
                   "test_farm.py", "test_pipeline.py", "test_measured_profiling.py", "test_hostile_inputs.py",
                   "test_profiler.py", "test_sweep_resume.py")
 
