@@ -298,7 +298,7 @@ RAN_CASES: list[tuple[str, Callable[[Path], None], list[str], int, str, str]] = 
      "cannot create the export folder"),
     ("profile-checkpoint-markup", _nothing, ["profile", "GRAPH[/b]"], EXIT_CONFIG, "NP-CPF-404", "'GRAPH[/b]'"),
     ("profile-opt-on-an-estimate", _nothing, ["profile", "--profile-opt", "warmup=1"], EXIT_USAGE, "NP-CPF-422",
-     "--profile-opt applies to measured methods"),
+     "applies to measured methods"),
     ("experiment-lock-is-a-folder", _folder(".experiment.lock"), ["run", "--retry"], EXIT_CONFIG, "NP-CFG-400",
      "cannot open its lock file"),
 ]

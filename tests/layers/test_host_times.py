@@ -80,7 +80,9 @@ def test_rows_are_keyed_by_module_paths_and_add_up(traced_round: tuple[dict[str,
     # the rows cover the traced execute but for the gaps between events: 1-2% on a quiet machine, 4% seen with the
     # two cores shared by three busy processes (the gaps grow with preemption, the rows do not)
     assert abs(ratios["rows_vs_traced_execute"] - 1.0) <= 0.06, ratios
-    assert abs(ratios["layers_vs_untraced_median"] - 1.0) <= 0.15, ratios
+    # traced vs untraced runs, taken minutes apart: 1.19 seen with the two cores busy (tracing cost 22%); a wrong
+    # attribution is off by a factor, not by a fifth
+    assert abs(ratios["layers_vs_untraced_median"] - 1.0) <= 0.3, ratios
     assert output.extras["layer_times"]["traced_runs"] == 20
     assert "etdump_b64" not in str(output.extras)  # the trace went to trace.etdp, not into the record
 
