@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from np_optimizer.errors import TimeLimitError, ToolError
 
-__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage", "die_with_parent"]
+__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage"]
 
 _T = TypeVar("_T")
 
@@ -245,7 +245,7 @@ def _child(work: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover 
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # its own group: the parent kills it with whatever it started; Ctrl+C reaches the parent
-        die_with_parent()
+        _die_with_parent()
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.set_num_threads(1)  # the parent's OpenMP pool does not exist here: a parallel region would hang
@@ -269,9 +269,8 @@ def _child(work: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover 
         os._exit(code)
 
 
-def die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the kernel kills this process when its parent dies (np killed with kill -9). For a forked child, and as
-    subprocess.Popen's preexec_fn (prctl only: no locks taken between fork and exec)."""
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the kernel kills this process when its parent dies (np killed with kill -9)."""
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -5,17 +5,17 @@ holding its experiment's lock."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
-
-from np_optimizer.processes import die_with_parent
 
 __all__ = ["TrialJob", "TrialEvent", "Pool", "LocalPool", "default_workers", "threads_per_trial", "TRIAL_MEMORY_BYTES"]
 
@@ -73,6 +73,10 @@ def default_workers(measured_on_host: bool) -> tuple[int, str]:
     return workers, f"{cores} cores, memory for {by_memory} trials of about 2 GiB"
 
 
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
 
 class LocalPool:
     def __init__(self, workers: int, threads: int | None = None) -> None:
@@ -95,7 +99,7 @@ class LocalPool:
         if self.threads is not None:
             env["OMP_NUM_THREADS"] = str(self.threads)
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                 env=env, preexec_fn=die_with_parent)  # noqa: PLW1509 - only prctl, no locks
+                                 env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks
         self._children[job.number] = child
         assert child.stdout is not None
         threading.Thread(target=self._read, args=(job.number, child, child.stdout), daemon=True).start()
