@@ -90,3 +90,35 @@ def test_a_child_that_dies_without_a_word_is_a_tool_error() -> None:
 
     with pytest.raises(ToolError, match="ended without a result \\(signal 9\\) during Vela on NPU partition 1"):
         run_watched(work, _watch(30, []), "starting")
+
+
+
+# A parent that forks a child and exits before the child asks for its death signal: the race a sweep killed right as it
+# started a trial runs into (before the fix, that trial lived on, holding its experiment's run lock).
+LATE_CHILD = r"""
+import os, sys, time
+from pathlib import Path
+from np_optimizer.processes import dies_with_parent
+parent, guard, out = os.getpid(), dies_with_parent(), Path(sys.argv[1])
+if os.fork() == 0:
+    while os.getppid() == parent:  # until the parent has exited
+        time.sleep(0.01)
+    (out / "pid").write_text(str(os.getpid()))
+    guard()
+    (out / "after").write_text("the child outlived its parent")
+    os._exit(0)
+os._exit(0)
+"""
+
+
+def test_a_child_whose_parent_died_before_its_death_signal_was_set_exits(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-c", LATE_CHILD, str(tmp_path)], timeout=60, check=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text():
+        assert time.monotonic() < deadline, "the child never got past its parent's exit"
+        time.sleep(0.05)
+    child = int((tmp_path / "pid").read_text())
+    while pid_alive(child):
+        assert time.monotonic() < deadline, "the orphaned child is still running"
+        time.sleep(0.05)
+    assert not (tmp_path / "after").exists()

@@ -13,6 +13,12 @@ child: a lowering or an estimate is one long call into torch, ExecuTorch and Vel
 process can be killed, and whatever it left half-done dies with it. The child runs torch on one thread (an OpenMP
 pool the parent used is not usable after fork: the child's first parallel region would hang), sends np's log lines to
 the files only (the console belongs to the parent) and dies with the parent (PR_SET_PDEATHSIG).
+
+Dying with the parent (`dies_with_parent()`, a Popen preexec_fn, also called by the forked child): every child np
+starts (a watched run, the factory check, a sweep's trials) is killed by the kernel when np dies, even by kill -9, so
+none is left holding an experiment's run lock. prctl is looked up before the fork (the child only calls it), and a
+parent that died between fork and prctl is caught by the reparenting check: that child exits at once. The measuring
+script (profiler/measure/measure_pte/parent.py) has its own copy: it runs on devices without np.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any, TypeVar
 
 from np_optimizer.errors import TimeLimitError, ToolError
 
-__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage"]
+__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage", "dies_with_parent"]
 
 _T = TypeVar("_T")
 
@@ -120,11 +126,12 @@ def run_watched(work: Callable[[], _T], watch: Watch, first_stage: str) -> _T:
     """
     if not hasattr(os, "fork"):
         return work()
+    die_with_us = dies_with_parent()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's side (its coverage is not collected); never returns
         os.close(read_fd)
-        _child(work, write_fd)
+        _child(work, write_fd, die_with_us)
     os.close(write_fd)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists before a kill
@@ -239,13 +246,13 @@ def _rebuilt(message: tuple[Any, ...]) -> BaseException:
     return exc
 
 
-def _child(work: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover - runs in the child
+def _child(work: Callable[[], Any], write_fd: int, die_with_us: Callable[[], None]) -> None:  # pragma: no cover
     global _stage_sink
     code = 0
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # its own group: the parent kills it with whatever it started; Ctrl+C reaches the parent
-        _die_with_parent()
+        die_with_us()
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.set_num_threads(1)  # the parent's OpenMP pool does not exist here: a parallel region would hang
@@ -269,13 +276,37 @@ def _child(work: Callable[[], Any], write_fd: int) -> None:  # pragma: no cover 
         os._exit(code)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the kernel kills this process when its parent dies (np killed with kill -9)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+_PR_SET_PDEATHSIG = 1
+_prctl: Callable[..., Any] | None = None
+_prctl_looked_up = False
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
+
+def _lookup_prctl() -> Callable[..., Any] | None:
+    """libc's prctl on Linux, looked up once, in the parent: a child between fork and exec must not load anything."""
+    global _prctl, _prctl_looked_up
+    if not _prctl_looked_up:
+        _prctl_looked_up = True
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                _prctl = ctypes.CDLL(None, use_errno=True).prctl
+            except (ImportError, OSError, AttributeError):  # a Python without ctypes, a libc without prctl
+                _prctl = None
+    return _prctl
+
+
+def dies_with_parent() -> Callable[[], None]:
+    """A function for the child to call (Popen's preexec_fn, or first thing after os.fork): the kernel SIGKILLs the
+    child when this process dies; if this process died already, between the fork and that call, the child exits."""
+    parent = os.getpid()
+    prctl = _lookup_prctl()
+
+    def in_child() -> None:  # pragma: no cover - runs in the child
+        if prctl is not None:
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the death signal came too late: the parent is gone already
+            os._exit(1)
+
+    return in_child

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -105,3 +106,25 @@ def test_run_lock_names_its_live_holder_never_a_reused_pid(tmp_path: Path) -> No
     again = run_np_subprocess("profile", "NO_SUCH_CHECKPOINT", "--json", cwd=exp, timeout=120)
     assert again.json["code"] == "NP-CPF-404", again.stdout  # a dead holder is no obstacle, and is cleared
     assert not list(records.glob("*.json"))
+
+
+def test_wait_until_free_waits_for_a_holder_that_is_dying_and_gives_up_on_one_that_stays(tmp_path: Path) -> None:
+    """A resumed np sweep waits this way for the stopped sweep's trials to let go of their experiments."""
+    from np_optimizer.workspace.run_lock import wait_until_free
+
+    exp = tmp_path / "experiment_01"
+    exp.mkdir()
+    assert wait_until_free(exp, 0)  # never locked: no lock file
+    marker = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_RUN_LOCK, str(exp), str(marker)])
+    try:
+        wait_for(marker.is_file, 60, "the holder to take the lock")
+        started = time.monotonic()
+        assert not wait_until_free(exp, 0.5)
+        assert time.monotonic() - started >= 0.5
+        threading.Timer(1.0, holder.kill).start()
+        assert wait_until_free(exp, 60)
+        assert holder.wait(timeout=30) is not None
+    finally:
+        holder.kill()
+        holder.wait()

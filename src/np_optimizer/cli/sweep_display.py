@@ -85,6 +85,9 @@ class SweepDisplay:
             resumed = f"; {event['resumed']} trial(s) already recorded" if event.get("resumed") else ""
             self._print(Text(f"Sweep: {event['budget']} trials of {event['grid']} configurations, "
                              f"{event['workers']} at a time ({event['why']}){resumed}{rerun}"))
+        elif kind == "waiting":
+            self._print(Text(f"Waiting (up to {event['limit_s']:g} s) for the stopped sweep's trials to let go of "
+                             f"{', '.join(event['experiments'])}"))
         elif kind == "trial_start":
             self.running[event["number"]] = {"experiment": event["experiment"], "since": time.monotonic()}
             self._print(Text.assemble(("→ ", "cyan"), f"trial {event['number']} {event['experiment']}: ",

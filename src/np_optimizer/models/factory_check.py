@@ -11,7 +11,6 @@ The limit: `timeout`, else $NP_FACTORY_TIMEOUT (seconds), else FACTORY_TIMEOUT_S
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ModelError, NotFoundError, NpError
+from np_optimizer.processes import dies_with_parent
 from np_optimizer.records.codec import from_dict, to_dict
 from np_optimizer.records.commands import ModelSpec
 
@@ -41,11 +41,6 @@ def factory_timeout(timeout: float | None = None) -> float:
         return float(text) if text.strip() and float(text) > 0 else FACTORY_TIMEOUT_S
     except ValueError:
         return FACTORY_TIMEOUT_S
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(pgid: int) -> None:
@@ -85,7 +80,7 @@ def check_factory(spec: ModelSpec, project_root: Path, *, label: str, shown: tup
             proc = subprocess.Popen(command, cwd=project_root, stdin=subprocess.DEVNULL, stdout=output,
                                     stderr=output, start_new_session=True,
                                     env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},  # the copy stays as copied
-                                    preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks
+                                    preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
             try:
                 finished = _wait_unreaped(proc, limit)
             finally:

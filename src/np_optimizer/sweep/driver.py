@@ -125,6 +125,9 @@ def record_of(run: SweepRun, trials: dict[int, SweepTrial]) -> SweepRecord:
         key=sweep_key(sweep))
 
 
+LEFTOVER_WAIT_S = 60.0  # how long a resumed sweep waits for a stopped sweep's trials to let go of their experiments
+
+
 @contextlib.contextmanager
 def _sweep_lock(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
@@ -244,6 +247,29 @@ class _Driver:
         self.study.set_ranking(ranking, why)
         self.on_event({"kind": "ranking", "layers": ranking[:8], "why": why})
 
+    def _wait_for_leftovers(self, stale: list[Any]) -> None:
+        """The trials a stopped sweep left running are killed with it (processes.dies_with_parent), but a killed
+        process takes a moment to let go of its experiment's run lock: wait for that before running them again, up to
+        LEFTOVER_WAIT_S; past that, stop here (nothing changed yet), naming the processes still holding them."""
+        from np_optimizer.workspace.run_lock import run_lock_holders, wait_until_free
+
+        roots = [self.run.project.root / str(t.user_attrs.get("experiment")) for t in stale
+                 if t.user_attrs.get("experiment")]
+        held = [root for root in roots if not wait_until_free(root, 0)]
+        if not held:
+            return
+        self.on_event({"kind": "waiting", "experiments": [root.name for root in held], "limit_s": LEFTOVER_WAIT_S})
+        deadline = time.monotonic() + LEFTOVER_WAIT_S
+        still = [root for root in held if not wait_until_free(root, max(0.0, deadline - time.monotonic()))]
+        if still:
+            holders = [h for root in still for h in run_lock_holders(root)]
+            who = "; ".join(h.describe() for h in holders) or "another np process"
+            kill = " ".join(str(h.pid) for h in holders) or "<pid>"
+            raise ConfigError(f"The interrupted trials' experiments ({', '.join(r.name for r in still)}) are still "
+                              f"in use after {LEFTOVER_WAIT_S:g} s: {who}.",
+                              hint=f"Wait until it ends, or stop it (`kill {kill}`); then run np sweep --resume "
+                                   "again.", code="NP-EXP-423")
+
     def _counts(self) -> dict[str, Any]:
         states = [t.state for t in self.trials.values()]
         done = [t for t in self.trials.values() if t.state in (COMPLETE, FAILED) and t.duration_s]
@@ -283,6 +309,7 @@ class _Driver:
                        "budget": self.study.budget(), "grid": len(self.study.grid),
                        "resumed": sum(1 for t in self.trials.values() if t.state in (COMPLETE, FAILED)),
                        "rerun": len(stale), **self._counts()})
+        self._wait_for_leftovers(stale)
         queue = [self.study.rerun(t) for t in stale]
         for t in stale:
             self.trials.pop(t.number, None)

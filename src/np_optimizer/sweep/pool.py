@@ -1,21 +1,21 @@
 """The local pool: each trial in a child process of its own (`python -m np_optimizer.sweep.trial`), its progress
-read back as JSON lines. A child dies with the sweep (PR_SET_PDEATHSIG), so a killed sweep leaves no trial behind
+read back as JSON lines. A child dies with the sweep (processes.dies_with_parent), so a killed sweep leaves no trial behind
 holding its experiment's lock."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+from np_optimizer.processes import dies_with_parent
 
 __all__ = ["TrialJob", "TrialEvent", "Pool", "LocalPool", "default_workers", "threads_per_trial", "TRIAL_MEMORY_BYTES"]
 
@@ -73,11 +73,6 @@ def default_workers(measured_on_host: bool) -> tuple[int, str]:
     return workers, f"{cores} cores, memory for {by_memory} trials of about 2 GiB"
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 class LocalPool:
     def __init__(self, workers: int, threads: int | None = None) -> None:
         """`threads`: torch's intra-op threads per trial (OMP_NUM_THREADS), so parallel trials do not oversubscribe
@@ -99,7 +94,7 @@ class LocalPool:
         if self.threads is not None:
             env["OMP_NUM_THREADS"] = str(self.threads)
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                 env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks
+                                 env=env, preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
         self._children[job.number] = child
         assert child.stdout is not None
         threading.Thread(target=self._read, args=(job.number, child, child.stdout), daemon=True).start()

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from np_optimizer.errors import NetworkError
+from np_optimizer.processes import dies_with_parent
 from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent, TrialJob
 from np_optimizer.workspace import WORKSPACE_FILE, Project
 
@@ -296,11 +297,9 @@ class RayPool:
                    "--measure-on", device]
         if job.method:
             command += ["--method", job.method]
-        from np_optimizer.sweep.pool import _die_with_parent
-
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                  env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                 preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl, no locks
+                                 preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
         self._child = child
         done: dict[str, Any] | None = None
         assert child.stdout is not None

@@ -36,7 +36,7 @@ from np_optimizer.files import write_json
 from np_optimizer.processes import pid_alive, start_ticks
 from np_optimizer.workspace.layout import Experiment
 
-__all__ = ["run_lock", "run_lock_holders", "RunHolder", "LOCK_FILE", "HOLDERS_DIR"]
+__all__ = ["run_lock", "run_lock_holders", "wait_until_free", "RunHolder", "LOCK_FILE", "HOLDERS_DIR"]
 
 LOCK_FILE = ".run.lock"
 HOLDERS_DIR = ".run-holders"
@@ -200,3 +200,27 @@ def run_lock(experiment: Experiment, command: str, *, exclusive: bool) -> Iterat
     finally:
         _held.pop(root, None)
         os.close(fd)  # the kernel unlocks
+
+
+def wait_until_free(root: Path, timeout_s: float, poll_s: float = 0.1) -> bool:
+    """Wait up to `timeout_s` until no process holds the run lock of the experiment at `root` (tried, then let go at
+    once); False when it is still held. For a process that just lost its holder: a killed np's children take a
+    moment to die."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fd = os.open(root / LOCK_FILE, os.O_RDWR)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return True  # the lock cannot even be opened: run_lock itself will say why
+        try:
+            if _try_flock(fd, True):
+                return True
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
