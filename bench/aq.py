@@ -31,10 +31,9 @@ HELD_OUT = 8
 
 
 def _options() -> dict:
-    from np_optimizer.config.detail_config import STEP_OPTIONS
-    from np_optimizer.config.options import merge_defaults
+    from np_optimizer.config.detail_config import DetailConfig
 
-    return merge_defaults(STEP_OPTIONS["advanced_quantize"], None)
+    return DetailConfig().step_options("advanced_quantize")
 
 
 def _lower(model, example, work: Path, name: str) -> tuple[Path | None, int | None]:

@@ -76,3 +76,32 @@ def test_the_grid_runs_every_distinct_point_once_and_a_reopened_study_reruns_wha
     assert sorted(str(t.params) for t in counted) == sorted(str(p) for p, _run in again.grid)
     failed = [t for t in counted if t.state == TrialState.FAIL]
     assert len(failed) == 2 and {t.user_attrs["reason"] for t in failed} == {"export failed"}
+
+
+def test_a_configuration_left_enqueued_by_a_killed_sweep_is_not_handed_to_a_rerun(tmp_path: Path) -> None:
+    """The CI failure of test_sweep_resume: the sweep was killed between enqueueing a configuration and asking for it;
+    the resumed sweep's rerun of its running trial got that configuration instead (Optuna asks the oldest waiting
+    trial first), and ran it in the running trial's folder beside the rerun proper."""
+    sweep = _sweep("grid")
+    first = SweepStudy(sweep, BASE, tmp_path / "sweep")
+    first.open()
+    running = first.ask()
+    assert running is not None
+    first.started(running.number, "experiment_02")
+    left = next(p for p, _run in first.grid if p != running.params)
+    first.study.enqueue_trial(left)  # the driver dies here: one trial RUNNING, one WAITING
+    again = SweepStudy(sweep, BASE, tmp_path / "sweep")
+    again.open()
+    stale = again.interrupted()
+    assert [t.number for t in stale] == [running.number]
+    rerun = again.rerun(stale[0])
+    assert rerun.experiment == "experiment_02" and rerun.params == running.params
+    again.tell(rerun.number, _figures(rerun.params), None)
+    seen = [rerun.params]
+    while (proposal := again.ask()) is not None:
+        assert proposal.experiment is None
+        again.started(proposal.number, f"experiment_{proposal.number + 10}")
+        again.tell(proposal.number, _figures(proposal.params), None)
+        seen.append(proposal.params)
+    assert sorted(map(str, seen)) == sorted(str(p) for p, _run in again.grid)  # each configuration once, none lost
+    assert len(again.counted()) == len(again.grid)

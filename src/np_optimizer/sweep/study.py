@@ -149,10 +149,20 @@ class SweepStudy:
         return len(self.grid)
 
     def interrupted(self) -> list[optuna.trial.FrozenTrial]:
-        """Trials left RUNNING by a sweep that stopped (Ctrl+C, kill -9): the driver reruns or collects each."""
-        from optuna.trial import TrialState
+        """Trials left RUNNING by a sweep that stopped (Ctrl+C, kill -9): the driver reruns each.
 
-        return [t for t in self.counted() if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+        A trial left WAITING (the sweep was killed between enqueueing a configuration and asking for it) never started:
+        it is closed here, not rerun (its configuration stays untried, so it is proposed again). Optuna's ask() takes
+        the oldest WAITING trial, so one left in the queue would be handed out in place of the configuration the next
+        rerun or ask enqueues: two trials in one experiment folder, and a configuration never run.
+        """
+        import optuna
+
+        for t in self.counted():
+            if t.state == optuna.trial.TrialState.WAITING:
+                self._set(t.number, "interrupted", True)
+                self.study._storage.set_trial_state_values(self._trial_id(t.number), optuna.trial.TrialState.FAIL)
+        return [t for t in self.counted() if t.state == optuna.trial.TrialState.RUNNING]
 
     def tried_keys(self) -> set[str]:
         return {str(t.user_attrs.get("run_key")) for t in self.counted() if t.user_attrs.get("run_key")}
@@ -261,10 +271,9 @@ class SweepStudy:
 
         if not stale.state.is_finished():
             self._set(stale.number, "interrupted", True)
-            # a WAITING trial (enqueued, never asked) cannot be told: its state is set directly
             self.study._storage.set_trial_state_values(self._trial_id(stale.number), optuna.trial.TrialState.FAIL)
         experiment = stale.user_attrs.get("experiment")
-        self.study.enqueue_trial(stale.params)
+        self.study.enqueue_trial(stale.params)  # the queue is empty (interrupted() closed what waited): asked next
         distributions: dict[str, optuna.distributions.BaseDistribution] = {
             d.path: optuna.distributions.CategoricalDistribution(list(d.values)) for d in self.sweep.space}
         if self.sweep.strategy.name == "layers":

@@ -158,9 +158,10 @@ class ExperimentStore:
         found = read_job_file(path)
         return found.record if found.record is not None else self._copy_of(found, self._stored_report())
 
-    def jobs(self) -> list[JobRecord]:
-        """Every job in step order; a damaged job.json without a copy in report.json is a "damaged" row naming it."""
-        stored = self._stored_report()
+    def jobs(self, stored: dict[str, Any] | None = None) -> list[JobRecord]:
+        """Every job in step order; a damaged job.json without a copy in report.json (`stored`: read when not given)
+        is a "damaged" row naming it."""
+        stored = self._stored_report() if stored is None else stored
         out = []
         for path in sorted(self.experiment.root.glob("[0-9][0-9]_*/job.json")):
             found = read_job_file(path)
@@ -196,8 +197,9 @@ class ExperimentStore:
         with self.locked():
             self.recover()
             path = self.job_file(record.name)
-            if path.exists() and read_job_file(path).record is None:  # damaged with no copy: kept beside
-                set_aside(path, read_job_file(path).problem or "unreadable", "is replaced by this run's record")
+            found = read_job_file(path) if path.exists() else None
+            if found is not None and found.record is None:  # damaged with no copy: kept beside
+                set_aside(path, found.problem or "unreadable", "is replaced by this run's record")
             write_json(self.job_file(record.name), to_dict(record))
             self._after_job_write()
             self._write_report(self._rebuild(self._stored_report()))
@@ -205,10 +207,11 @@ class ExperimentStore:
     def add_job_profile(self, name: str, result: ProfileResult) -> bool:
         """Append a profile round to job `name` (and the index); False when the job has no job.json."""
         with self.locked():
+            self.recover()
             return self._add_job_profile(name, result)
 
     def _add_job_profile(self, name: str, result: ProfileResult) -> bool:
-        self.recover()
+        """Under the lock, after recover() (the callers')."""
         record = read_job_file(self.job_file(name)).record if self.job_file(name).exists() else None
         if record is None:
             return False
@@ -300,7 +303,7 @@ class ExperimentStore:
 
     def _rebuild(self, stored: dict[str, Any]) -> dict[str, Any]:
         """The index from the job files, keeping the experiment's own state and rounds whose job has no file."""
-        jobs = self.jobs()
+        jobs = self.jobs(stored)
         names = {j.name for j in jobs if j.status != DAMAGED}  # a damaged job's rounds in the index are kept
         report = {**empty_report(self.experiment), **stored, "schema_version": SCHEMA_VERSION}
         report["pipeline"] = {
