@@ -137,9 +137,6 @@ SKIPPED: dict[tuple[str, str], str] = {  # seconds for the whole case, measured 
     ("kws_lstm_gru_4_steps", "alif_e8"): "160 s: the Arm quantizer and TOSA lowering of the unrolled cells",
     ("hf_mobilenet_v2", "raspberry_pi_5"): "91 s: 17 inverted-residual blocks, lowered float and quantized",
     ("hf_mobilenet_v2", "alif_e8"): "110 s: the same through TOSA and Vela",
-    ("hf_bert", "alif_e8"): "fails, a known bug left for the next round (issue 27's note): Vela refuses the GQ "
-                            "program (TOSA FB Reader error: Output tensor ... does not have any writers) when GQ "
-                            "passes the attention mask's integer ops to the Arm quantizer as keep_float",
     ("hf_vit", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
     ("hf_bert", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
     ("hf_qwen2", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",

@@ -196,6 +196,8 @@ def test_family_runs_end_to_end(family: Family, family_runs: dict[str, FamilyRun
         aq = jobs["01_advanced_quantize"]
         assert aq["changes"]["quantized_layers"] > 0 and aq["changes"]["weight"].startswith("int4")
         assert gq["changes"]["advanced_quantize_layers"]["count"] == aq["changes"]["quantized_layers"]
+        labelled = {row["module"] for row in gq["changes"]["layers"] if row.get("source") == "advanced_quantize"}
+        assert labelled == set(gq["changes"]["advanced_quantize_layers"]["kept_as_is"]), labelled  # not PT2E's own
 
     report = run_np("report", "--json", cwd=exp)
     assert report.exit_code == 0, report.stderr
@@ -209,12 +211,12 @@ def test_family_runs_end_to_end(family: Family, family_runs: dict[str, FamilyRun
 
 def test_integer_scalars_stay_integer_through_the_quantizer() -> None:
     """Integer arithmetic with a Python scalar (`arange(t) + 0`, then indexing) survives PT2E quantization: the
-    scalar gets an int64 constant before XNNPACKQuantizer's scalar-to-float-tensor transform can see it."""
+    scalar gets an int64 constant before XNNPACKQuantizer's scalar-to-float-tensor transform can see it, so
+    graph_quantize need not keep the integer ops float (which split Ethos-U partitions: BERT on alif_e8)."""
     import torch
     from torch import nn
 
     from np_optimizer.graph.program_io import export_model
-    from np_optimizer.pipeline.steps.graph_quantize import _integer_nodes
     from np_optimizer.quantize.pt2e import quantize_program
 
     class Positions(nn.Module):
@@ -231,8 +233,7 @@ def test_integer_scalars_stay_integer_through_the_quantizer() -> None:
     example = (torch.randn(1, 8, 16),)
     program = export_model(Positions().eval(), example)
     calibration = [(torch.randn(1, 8, 16),) for _ in range(4)]
-    quantized = quantize_program(program, backend="xnnpack", scheme="W8-A8", target=None, calibration=calibration,
-                                 keep_float=_integer_nodes(program))
+    quantized = quantize_program(program, backend="xnnpack", scheme="W8-A8", target=None, calibration=calibration)
     with torch.no_grad():
         reference, output = program.module()(*example), quantized.module()(*example)
     assert torch.allclose(reference, output, atol=0.1)

@@ -152,8 +152,7 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
             raise
         return CompileResult(**base, status="failed", reason=exc.message, seconds=time.perf_counter() - start)
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {first}",
+        return CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {_first_line(exc)}",
                              seconds=time.perf_counter() - start)
     pte = out_dir / fields["pte_file"]
     return CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
@@ -205,3 +204,14 @@ def reuse_note(result: CompileResult) -> str | None:
         return None
     return (f"compile cache entry {str(cache.get('key'))[:12]}, first compiled for {cache.get('compiled_for')}: "
             f"saved {float(cache.get('saved_s') or 0):.1f} s of lowering")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The exception's first line; when that line only announces a list ("TOSA FB Reader error:"), the first items of
+    the list too, so the reason says what went wrong."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        return " ".join(lines[:4])[:500]
+    return lines[0]

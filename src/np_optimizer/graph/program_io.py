@@ -55,7 +55,8 @@ def load_program(path: Path) -> ExportedProgram:
     """Load a .pt2, registering the quantization ops a PT2E or torchao program refers to.
 
     Deserialization resolves `quantized_decomposed::*` by name, registered only once
-    `torch.ao.quantization.fx._decomposed` is imported; torchao programs need `torchao` imported.
+    `torch.ao.quantization.fx._decomposed` is imported; torchao programs need `torchao` imported, and programs with
+    ExecuTorch's dim-order copies need its registry.
     """
     import torch
     import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed::*
@@ -64,7 +65,10 @@ def load_program(path: Path) -> ExportedProgram:
         return torch.export.load(str(path))
     except RuntimeError:
         try:
-            import torchao  # noqa: F401  registers torchao::* ops
+            # torchao::* ops; and ExecuTorch's dim_order_ops::_to_dim_order_copy, which a program the Arm quantizer
+            # prepared may hold (a .to() of an integer input, e.g. BERT's attention mask)
+            import torchao  # noqa: F401
+            from executorch.exir.passes import dim_order_ops_registry  # noqa: F401
 
             return torch.export.load(str(path))
         except Exception as exc:

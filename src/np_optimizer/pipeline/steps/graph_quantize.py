@@ -106,18 +106,6 @@ def _snr(program: ExportedProgram, inputs: list[Any], reference: list[Any]) -> f
     return snr_db(reference, outputs)
 
 
-def _integer_nodes(program: ExportedProgram) -> frozenset[str]:
-    """Names of call_function nodes whose result is an integer or bool tensor."""
-    import torch
-
-    names = set()
-    for node in program.graph.nodes:
-        val = node.meta.get("val")
-        if node.op == "call_function" and isinstance(val, torch.Tensor) and not val.is_floating_point():
-            names.add(node.name)
-    return frozenset(names)
-
-
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
     from np_optimizer.quantize.aq.program import aq_layers
     from np_optimizer.quantize.pt2e import quantized_layers
@@ -125,11 +113,12 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     device = ctx.run.device
     # Linear layers advanced_quantize already quantized stay as they are: the PT2E quantizer must not annotate them.
     prequantized = aq_layers(ctx.program)
-    # Integer arithmetic (position ids, mask indices in Hugging Face graphs) is not for quantizing: an observer on
-    # an int64 `add` turns the indices into floats and the calibration run fails.
-    integer_ops = _integer_nodes(ctx.program)
+    # Integer arithmetic (position ids, mask indices in Hugging Face graphs) is not passed as keep_float: the
+    # quantizers leave it alone once its scalars keep their dtype (quantize/pt2e.py), and on the Arm quantizer a
+    # keep_float integer op splits the NPU partitions where Vela then finds a quantize without its producer (BERT on
+    # alif_e8: "TOSA FB Reader error: Output tensor ... does not have any writers").
     aq_modules = frozenset(row["module"] for row in prequantized)
-    always_float = aq_modules | integer_ops
+    always_float = aq_modules
     calibration = ctx.run.calibration(int(ctx.options["calibration"]["num_samples"]))
     for warning in calibration.warnings:
         ctx.log.warning(warning)
@@ -141,8 +130,6 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     program = quantize()
     changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
                                "calibration": {"samples": len(calibration.samples), "source": calibration.source}}
-    if integer_ops:
-        changes["integer_ops_not_quantized"] = sorted(integer_ops)
     if prequantized:
         changes["advanced_quantize_layers"] = {
             "kept_as_is": [row["module"] for row in prequantized], "count": len(prequantized),
@@ -150,8 +137,10 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     if config.automatic_mixed_precision == "GREEDY":
         program, changes["amp"] = _greedy(ctx, quantize, program, skip=aq_modules)
     layers = quantized_layers(program)
-    by_node = {row["node"]: row for row in aq_layers(program)}
-    for row in layers:  # describe the advanced_quantize layers from their own q/dq ops (int4 groups, per-token)
+    # the advanced_quantize layers (by module: PT2E's own Linears carry q/dq weights too) described from their own
+    # q/dq ops (int4 groups, per-token)
+    by_node = {row["node"]: row for row in aq_layers(program) if row["module"] in aq_modules}
+    for row in layers:
         if row["node"] in by_node:
             row.update(weight=by_node[row["node"]]["weight"], activation=by_node[row["node"]]["activation"],
                        source="advanced_quantize")
