@@ -259,6 +259,16 @@ def test_non_finite_timeouts_say_where_and_what(tmp_path: Path) -> None:
     assert issues[0].line == 3 and "Seconds of measurement" in issues[0].hint
 
 
+def test_yaml_off_for_a_nullable_choice_says_to_write_null(tmp_path: Path) -> None:
+    run = 'version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\nprofile: [GRAPH_QUANTIZE]\n'
+    _, issues = check(tmp_path, run, "detail:\n  graph_quantize[0]:\n    embedding:\n      bits: off\n")
+    assert issues[0].message == ("detail.graph_quantize[0].embedding.bits must be one of 8, 4 or null (YAML reads off, "
+                                 "no and false as false: write null) (got false).")
+    assert issues[0].line == 4 and issues[0].hint.endswith("Default: 8.")
+    _, issues = check(tmp_path, run, "detail:\n  graph_quantize[0]:\n    embedding:\n      bits: 16\n")
+    assert issues[0].message == "detail.graph_quantize[0].embedding.bits must be one of 8, 4 or null (got 16)."
+
+
 def test_alias_expansion_is_refused_quickly(tmp_path: Path) -> None:
     import time
 

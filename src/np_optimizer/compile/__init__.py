@@ -40,9 +40,10 @@ __all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled
            "stopped_compile", "Watch"]
 
 _log = logging.getLogger("np.Compiler")
-# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...): raised when that
-# changes, so cached compilations without the new files are not reused.
-COMPILE_LAYOUT = 3
+# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...) and np's own
+# passes before the backend's (4: quantized embedding tables to ExecuTorch's embedding kernels): raised when either
+# changes, so a cached compilation made the old way is not reused.
+COMPILE_LAYOUT = 4
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:

@@ -36,7 +36,13 @@ class Opt:
         if self.kind == "bool":
             return None if isinstance(value, bool) else "must be true or false"
         if self.kind == "choice":
-            return None if value in self.choices else f"must be one of {', '.join(map(str, self.choices))}"
+            if value in self.choices and not isinstance(value, bool):
+                return None
+            named = [_as_yaml(c) for c in (*self.choices, *self.also)]
+            why = f"must be one of {', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else f"must be {named[0]}"
+            if isinstance(value, bool) and None in self.also:  # `off`, `no`, `false`: YAML's booleans, not null
+                why += " (YAML reads off, no and false as false: write null)"
+            return why
         if self.kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
             return "must be an integer" + (" (or -1 for all)" if -1 in self.also else "")
         if self.kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -80,9 +86,18 @@ def check_section(
         else:
             why = opt.problem(value)
             if why:
-                issues.append(ValidationIssue(code_value, L_SCHEMA, where, f"{where} {why} (got {value!r}).",
-                                              f"{opt.doc} Default: {opt.default!r}."))
+                issues.append(ValidationIssue(code_value, L_SCHEMA, where, f"{where} {why} (got {_as_yaml(value, quote=True)}).",
+                                              f"{opt.doc} Default: {_as_yaml(opt.default, quote=True)}."))
     return issues
+
+
+def _as_yaml(value: Any, *, quote: bool = False) -> str:
+    """A value as YAML spells it (null, true, false); strings quoted with `quote` (what the user wrote)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if quote else str(value)
 
 
 def defaults_of(spec: Section) -> dict[str, Any]:

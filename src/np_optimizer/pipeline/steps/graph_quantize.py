@@ -137,13 +137,14 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     if config.automatic_mixed_precision == "GREEDY":
         program, changes["amp"] = _greedy(ctx, quantize, program, skip=aq_modules)
     layers = quantized_layers(program)
-    # the advanced_quantize layers (by module: PT2E's own Linears carry q/dq weights too) described from their own
-    # q/dq ops (int4 groups, per-token)
-    by_node = {row["node"]: row for row in aq_layers(program) if row["module"] in aq_modules}
+    # every quantized Linear described from its own q/dq ops (per channel, int4 groups, per-token); only the layers
+    # advanced_quantize made are labelled as its (by module: PT2E's Linears carry the same q/dq pattern)
+    by_node = {row["node"]: row for row in aq_layers(program)}
     for row in layers:
         if row["node"] in by_node:
-            row.update(weight=by_node[row["node"]]["weight"], activation=by_node[row["node"]]["activation"],
-                       source="advanced_quantize")
+            row.update(weight=by_node[row["node"]]["weight"], activation=by_node[row["node"]]["activation"])
+            if row["module"] in aq_modules:
+                row["source"] = "advanced_quantize"
     changes["layers"] = layers
     changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
     changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
