@@ -1,9 +1,10 @@
 """Real architectures through the real CLI: small configs of the common families (a CNN, a ViT, a BERT encoder and
 two decoders) built from `transformers` configs with random weights, saved with save_pretrained, then
-`np projects create --model <folder>` and `np run` on raspberry_pi_5 (GO + GQ; AQ + GO + GQ for the decoders).
+`np projects create --model <folder>` and `np run` on raspberry_pi_5 (GO + GQ; AQ + GQ for Llama, AQ + GO + GQ for
+Qwen2).
 
 The configs are as small as the families allow (one block each): ExecuTorch's XNNPACK lowering, done once per
-checkpoint (17 here), is about three quarters of the time, and it grows with the number of graph nodes, not with the
+checkpoint (16 here), is about three quarters of the time, and it grows with the number of graph nodes, not with the
 weights. The families run in two spawned worker processes (an np run keeps one core busy), each calling np's entry
 point in-process so that torch, ExecuTorch and transformers are imported once per worker, not once per command.
 On 2 otherwise idle cores the matrix takes about 200 s (CPU per family: ResNet 27 s, ViT 50 s, BERT 47 s, Llama 119 s,
@@ -63,7 +64,7 @@ FAMILIES = [
     Family("bert", "BertForSequenceClassification", "BertConfig",
            {"vocab_size": 128, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
             "intermediate_size": 64, "max_position_embeddings": 64, "num_labels": 2}, "go,gq"),
-    Family("llama", "LlamaForCausalLM", "LlamaConfig", _DECODER, "aq,go,gq"),
+    Family("llama", "LlamaForCausalLM", "LlamaConfig", _DECODER, "aq,gq"),  # GO on a decoder: Qwen2 below
     Family("qwen2", "Qwen2ForCausalLM", "Qwen2Config",
            {**_DECODER, "use_sliding_window": True, "sliding_window": 16, "max_window_layers": 0}, "aq,go,gq"),
 ]

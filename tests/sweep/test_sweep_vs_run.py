@@ -23,7 +23,6 @@ CPU_SWEEP = """version: "1.0"
 method: mlia
 measure_on: host
 space:
-  graph_optimize: [true, false]
   graph_quantize.scheme: [W8-A8, W4-A8_dynamic]
 objectives: [{latency: min}, {snr: max}]
 """
@@ -91,9 +90,9 @@ def _measured(exp: Path) -> dict[str, Any]:
     return dict([r for r in data["post_hoc"] if r["device"] == "host" and r["status"] == "SUCCESS"][-1])
 
 
-def test_four_trials_on_raspberry_pi_5_measured_here_match_np_run_one_by_one(tmp_path: Path) -> None:
+def test_two_trials_on_raspberry_pi_5_measured_here_match_np_run_one_by_one(tmp_path: Path) -> None:
     project, record = _swept(tmp_path, "raspberry_pi_5", CPU_SWEEP, "go,gq")
-    assert [t.state for t in record.trials] == ["complete"] * 4
+    assert [t.state for t in record.trials] == ["complete"] * 2
     assert record.measure_on == "host"
     for trial in record.trials:
         by_hand = _by_hand(project, trial.experiment)
