@@ -138,6 +138,8 @@ SKIPPED: dict[tuple[str, str], str] = {  # seconds for the whole case, measured 
     ("hf_mobilenet_v2", "raspberry_pi_5"): "91 s: 17 inverted-residual blocks, lowered float and quantized",
     ("hf_mobilenet_v2", "alif_e8"): "110 s: the same through TOSA and Vela",
     ("hf_vit", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
+    ("package", "raspberry_pi_5"): "tests/models/test_model_packages.py runs a three-file package through np run on "
+                                   "host (the same XNNPACK lowering)",
     ("hf_bert", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
     ("hf_qwen2", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
 }
