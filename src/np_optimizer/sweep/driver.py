@@ -251,7 +251,7 @@ class _Driver:
         """The trials a stopped sweep left running are killed with it (processes.dies_with_parent), but a killed
         process takes a moment to let go of its experiment's run lock: wait for that before running them again, up to
         LEFTOVER_WAIT_S; past that, stop here (nothing changed yet), naming the processes still holding them."""
-        from np_optimizer.workspace.run_lock import run_lock_holders, wait_until_free
+        from np_optimizer.workspace.run_lock import describe_holders, run_lock_holders, wait_until_free
 
         roots = [self.run.project.root / str(t.user_attrs.get("experiment")) for t in stale
                  if t.user_attrs.get("experiment")]
@@ -262,9 +262,7 @@ class _Driver:
         deadline = time.monotonic() + LEFTOVER_WAIT_S
         still = [root for root in held if not wait_until_free(root, max(0.0, deadline - time.monotonic()))]
         if still:
-            holders = [h for root in still for h in run_lock_holders(root)]
-            who = "; ".join(h.describe() for h in holders) or "another np process"
-            kill = " ".join(str(h.pid) for h in holders) or "<pid>"
+            who, kill = describe_holders([h for root in still for h in run_lock_holders(root)])
             raise ConfigError(f"The interrupted trials' experiments ({', '.join(r.name for r in still)}) are still "
                               f"in use after {LEFTOVER_WAIT_S:g} s: {who}.",
                               hint=f"Wait until it ends, or stop it (`kill {kill}`); then run np sweep --resume "

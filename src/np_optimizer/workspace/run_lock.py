@@ -36,7 +36,7 @@ from np_optimizer.files import write_json
 from np_optimizer.processes import pid_alive, start_ticks
 from np_optimizer.workspace.layout import Experiment
 
-__all__ = ["run_lock", "run_lock_holders", "wait_until_free", "RunHolder", "LOCK_FILE", "HOLDERS_DIR"]
+__all__ = ["run_lock", "run_lock_holders", "wait_until_free", "describe_holders", "RunHolder", "LOCK_FILE", "HOLDERS_DIR"]
 
 LOCK_FILE = ".run.lock"
 HOLDERS_DIR = ".run-holders"
@@ -128,6 +128,13 @@ def run_lock_holders(root: Path) -> list[RunHolder]:
     return out
 
 
+def describe_holders(holders: list[RunHolder]) -> tuple[str, str]:
+    """Who holds a run lock, for a message ("np run (pid 12, started ...); ..."), and the pids for `kill`."""
+    if not holders:
+        return "another np process (it has not said which yet)", "<pid>"
+    return "; ".join(h.describe() for h in holders), " ".join(str(h.pid) for h in holders)
+
+
 def _busy(experiment: Experiment, command: str, exclusive: bool) -> ConfigError:
     """The error for a command refused: who is in the way, and what to do."""
     deadline = time.monotonic() + _RECORD_WAIT_S
@@ -135,11 +142,7 @@ def _busy(experiment: Experiment, command: str, exclusive: bool) -> ConfigError:
     while not holders and time.monotonic() < deadline:  # the holder locked, and is writing its record
         time.sleep(0.05)
         holders = run_lock_holders(experiment.root)
-    if holders:
-        who = "; ".join(h.describe() for h in holders)
-        kill = " ".join(str(h.pid) for h in holders)
-    else:
-        who, kill = "another np process (it has not said which yet)", "<pid>"
+    who, kill = describe_holders(holders)
     need = "needs the experiment alone" if exclusive else "cannot run beside it (it may compile the programs again)"
     return ConfigError(f"Experiment {experiment.name} is busy: {who} is using it, and {command} {need}.",
                        hint=f"Wait until it ends (`np status` shows its progress; `np report` works meanwhile), or "
@@ -210,10 +213,8 @@ def wait_until_free(root: Path, timeout_s: float, poll_s: float = 0.1) -> bool:
     while True:
         try:
             fd = os.open(root / LOCK_FILE, os.O_RDWR)
-        except FileNotFoundError:
+        except OSError:  # never locked (no file), or a file that cannot be opened: run_lock itself will say why
             return True
-        except OSError:
-            return True  # the lock cannot even be opened: run_lock itself will say why
         try:
             if _try_flock(fd, True):
                 return True
