@@ -160,8 +160,7 @@ class SweepStudy:
 
         for t in self.counted():
             if t.state == optuna.trial.TrialState.WAITING:
-                self._set(t.number, "interrupted", True)
-                self.study._storage.set_trial_state_values(self._trial_id(t.number), optuna.trial.TrialState.FAIL)
+                self._close_interrupted(t.number)
         return [t for t in self.counted() if t.state == optuna.trial.TrialState.RUNNING]
 
     def tried_keys(self) -> set[str]:
@@ -270,8 +269,7 @@ class SweepStudy:
         import optuna
 
         if not stale.state.is_finished():
-            self._set(stale.number, "interrupted", True)
-            self.study._storage.set_trial_state_values(self._trial_id(stale.number), optuna.trial.TrialState.FAIL)
+            self._close_interrupted(stale.number)
         experiment = stale.user_attrs.get("experiment")
         self.study.enqueue_trial(stale.params)  # the queue is empty (interrupted() closed what waited): asked next
         distributions: dict[str, optuna.distributions.BaseDistribution] = {
@@ -293,6 +291,14 @@ class SweepStudy:
         if experiment:
             trial.set_user_attr("experiment", experiment)
         return Proposal(trial.number, dict(trial.params), run, str(experiment) if experiment else None, detail)
+
+    def _close_interrupted(self, number: int) -> None:
+        """Mark a trial a stopped sweep left open as interrupted (not counted) and FAIL it; its state is set directly,
+        as a WAITING trial (enqueued, never asked) cannot be told."""
+        import optuna
+
+        self._set(number, "interrupted", True)
+        self.study._storage.set_trial_state_values(self._trial_id(number), optuna.trial.TrialState.FAIL)
 
     def started(self, number: int, experiment: str) -> None:
         self._set(number, "experiment", experiment)
