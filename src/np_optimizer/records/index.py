@@ -142,11 +142,12 @@ class ReportIndex:
 
 def pipeline_entry(record: JobRecord) -> PipelineEntry:
     compiled = record.compile or {}
+    lowered = compiled.get("status")
     return PipelineEntry(
         job=record.name, step_type=record.step_type, step_index=record.step_index, checkpoint=record.checkpoint,
         status=record.status, started_at=record.started_at, ended_at=record.ended_at, duration_s=record.duration_s,
         output=record.output, lowering={k: compiled.get(k) for k in _LOWERING_KEYS} if compiled else None,
-        lowering_failed=compiled.get("status") == "failed", lowering_unsupported=compiled.get("status") == "unsupported",
+        lowering_failed=lowered == "failed", lowering_unsupported=lowered == "unsupported",
         fidelity=record.fidelity or {}, warnings=tuple(record.warnings), errors=tuple(record.errors))
 
 
@@ -174,7 +175,8 @@ def _latest_inline(state: IndexState, names: set[str], rounds: list[ProfileResul
     """The latest run's result per checkpoint: its latest inline round since the Profiling phase began; a checkpoint
     profiled again moves to the end."""
     since = state.profiling.started_at or ""
-    inline = [*(r for r in state.inline_rounds if r.job not in names), *(r for r in rounds if r.trigger == "RUN_INLINE")]
+    inline = [*(r for r in state.inline_rounds if r.job not in names),
+              *(r for r in rounds if r.trigger == "RUN_INLINE")]
     latest: dict[str, ProfileResult] = {}
     for r in sorted((r for r in inline if (r.started_at or "") >= since), key=lambda r: r.started_at or ""):
         latest.pop(r.checkpoint, None)

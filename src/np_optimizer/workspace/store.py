@@ -169,8 +169,9 @@ class ExperimentStore:
         writes its trials' folders again)."""
         with self.locked():
             if not self.experiment.meta_file.exists():
-                write_json(self.experiment.meta_file, new_meta(name=self.experiment.name, project=project, device=device,
-                                                               created_at=utc_now(), sweep_trial=sweep_trial))
+                meta = new_meta(name=self.experiment.name, project=project, device=device, created_at=utc_now(),
+                                sweep_trial=sweep_trial)
+                write_json(self.experiment.meta_file, meta)
 
     def start_run(self, *, project: str, device: str, runtime: str, backend: str) -> None:
         """np run (this process) starts: status "running" in meta.json and report.json's experiment part (which
