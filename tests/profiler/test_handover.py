@@ -32,6 +32,30 @@ def _count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each validation of run.yaml and each device lookup: the real functions, wrapped where np run reaches them."""
+    import np_optimizer.devices
+    from np_optimizer.config import loader
+    from np_optimizer.devices import catalog
+    from np_optimizer.runner import run
+
+    calls: list[str] = []
+    real_check, real_device = loader.check_experiment_config, catalog.get_device
+
+    def check(*args: Any, **kwargs: Any) -> Any:
+        calls.append("config")
+        return real_check(*args, **kwargs)
+
+    def device(name: str) -> Any:
+        calls.append("device")
+        return real_device(name)
+
+    monkeypatch.setattr(loader, "check_experiment_config", check)
+    for module in (catalog, np_optimizer.devices, run):
+        monkeypatch.setattr(module, "get_device", device)
+    return calls
+
+
 def _rounds(exp: Path) -> list[dict[str, Any]]:
     return list(json.loads((exp / "report.json").read_text())["profile"]["results"])
 
@@ -55,10 +79,11 @@ def _assert_profiled_what_the_job_compiled(exp: Path, round_: dict[str, Any]) ->
 def test_np_run_profiles_the_compiled_program_its_jobs_handed_over(workspace: Path, run_np,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     exp = make_project(workspace, "handover", run_yaml=GO_PROFILED)
-    lookups = _count_lookups(monkeypatch)
+    lookups, loads = _count_lookups(monkeypatch), _count_loads(monkeypatch)
     result = run_np("run", "--json", cwd=exp)
     assert result.exit_code == 0, result.stderr
     assert lookups == []  # every listed checkpoint was compiled by its job in this run and handed over
+    assert sorted(loads) == ["config", "device"]  # run.yaml validated once, the device looked up once
     rounds = _rounds(exp)
     assert [r["checkpoint"] for r in rounds] == ["INPUT_MODEL", "GRAPH_OPTIMIZE"]
     for round_ in rounds:
