@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from np_optimizer.compile import CompileResult, Watch, compile_dir, compile_for, reuse_note
+from np_optimizer.compile import Watch, compile_for, reuse_note
 from np_optimizer.errors import ToolError, error_record
 from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
@@ -124,8 +124,7 @@ class JobRunner:
                 self.log.info(f"{checkpoint} is not lowered for {self.run.device.name} now: it is not listed under "
                               "profile: (np profile lowers it when asked)")
             key_map = compose(self.run.module_map, outcome.changes.get("module_map") or {})
-            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled.record if compiled else None, job_dir,
-                                                                checkpoint, key_map))
+            fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir, checkpoint, key_map))
         except BaseException as exc:
             failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
@@ -195,7 +194,7 @@ class JobRunner:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
         return handed
 
-    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult | None, job_dir: Path, checkpoint: str,
+    def _fidelity(self, outcome: StepOutcome, compiled: CompiledCheckpoint | None, job_dir: Path, checkpoint: str,
                   key_map: dict[str, str | None]) -> dict[str, Any]:
         """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program, and the .pte on this
         machine when the device's backend runs here (XNNPACK) and the checkpoint was lowered; and each layer's output
@@ -228,13 +227,12 @@ class JobRunner:
                                               seconds=time.perf_counter() - start,
                                               relative_to=self.store.experiment.root)
         del taps
-        if compiled is not None and compiled.status == "ok" and self.run.device.backend_spec.runs_on_host \
-                and compiled.pte_file:
+        pte = compiled.pte_path if compiled is not None and compiled.record.status == "ok" else None
+        if pte is not None and self.run.device.backend_spec.runs_on_host:
             from np_optimizer.adapters.executorch_runtime import run_pte
 
             try:
-                pte_out = [run_pte(compile_dir(job_dir, self.run.device) / compiled.pte_file, x)
-                           for x in evaluation.samples]
+                pte_out = [run_pte(pte, x) for x in evaluation.samples]
                 result["pte"] = compare_outputs(self.run.reference_outputs, [tuple(o) for o in pte_out])
                 result["pte"]["evaluated_on"] = f"the .pte on this machine's ExecuTorch {tool_version('executorch')} runtime"
             except ToolError as exc:
