@@ -123,7 +123,8 @@ def _options(config: ExperimentConfig | None, checkpoint: str,
     base = merge_defaults(PROFILE_OPTIONS, None)
     limit_from = "--profile-opt time_limit" if "time_limit" in given else \
         "the default: give --profile-opt time_limit=SECONDS"
-    for index, (_listed, concrete) in enumerate(config.run.resolved_profile() if config is not None else ()):
+    listed = config.run.resolved_profile() if config is not None else ()
+    for index, (_listed, concrete) in enumerate(listed):
         if concrete == checkpoint and config is not None:
             base = dict(config.detail.profile_options(index))
             if "time_limit" not in given:
