@@ -97,7 +97,7 @@ def measure(label: str, folder: Path, compiled: Any, pt2: Path, out: Path, runs:
                              compiled_dir=folder, device=get_device("host"),
                              options={"num_executions": runs, "warmup": 10, "timeout": 300,
                                       "num_layer_executions": traced},
-                             work_dir=work, log_file=out / "bench.log", log=logging.getLogger("np.Bench"))
+                             work_dir=work, log=logging.getLogger("np.Bench"))
     output = get_method("on-device").profile(request)
     if "layers" not in output.artifacts:
         raise SystemExit(f"{label}: no per-layer times: {output.warnings}")

@@ -69,7 +69,7 @@ def np_median(name: str, folder: Path, compiled: Any, out: Path, runs: int, warm
     request = ProfileRequest(checkpoint=name.upper(), job="bench", program_path=out / f"small_cnn_{name}.pt2",
                              program_sha256="", compiled=compiled, compiled_dir=folder, device=get_device("host"),
                              options={"num_executions": runs, "warmup": warmup, "timeout": 120}, work_dir=work,
-                             log_file=out / "bench.log", log=logging.getLogger("np.Bench"))
+                             log=logging.getLogger("np.Bench"))
     output = get_method("on-device").profile(request)  # a failure raises an np error with code and hint
     if output.partial:
         raise SystemExit(f"np measurement was partial: {output.warnings}")

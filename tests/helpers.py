@@ -136,7 +136,7 @@ def request_for(models: MlpModels, work_dir: Path, options: dict[str, Any], *, d
     return ProfileRequest(
         checkpoint="INPUT_MODEL", job="00_input_model", program_path=models.program, program_sha256="0" * 64,
         compiled=compiled or models.compiled, compiled_dir=compiled_dir or models.compiled_dir,
-        device=get_device(device), options=options, work_dir=work_dir, log_file=work_dir / "execution.log", log=log,
+        device=get_device(device), options=options, work_dir=work_dir, log=log,
         remote=remote, queue_notice=notices.append if notices is not None else None,
         program_stats=dict(PROGRAM_STATS if program_stats is None else program_stats))
 

@@ -60,7 +60,7 @@ def traced_round(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
                                  program_sha256="0" * 64, compiled=compiled, compiled_dir=base / "compiled",
                                  device=get_device("host"), options={"num_executions": 30, "num_layer_executions": 20,
                                                                      "threads": 1, "timeout": 120},
-                                 work_dir=work, log_file=base / "execution.log", log=logging.getLogger("np.T"))
+                                 work_dir=work, log=logging.getLogger("np.T"))
         output = get_method("on-device").profile(request)
         assert output.artifacts.get("layers") and (work / "trace.etdp").is_file(), output.warnings
         if abs(output.extras["layer_times"]["tracing_cost_pct"]) <= 20:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.checkpoints import OUTPUT_MODEL, canonical_checkpoint, checkpoint_names
 from np_optimizer.config.detail_config import PROFILE_OPTIONS, TOOL_OPTIONS
 from np_optimizer.config.options import Opt, merge_defaults
-from np_optimizer.devices import Device, default_method, find_device, get_device, method_support
+from np_optimizer.devices import default_method, find_device, get_device, method_support
 from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.processes import Watch
 from np_optimizer.records import CheckpointRef, JobRecord, ProfileResult, ProfileRound
+from np_optimizer.records.compiled import ProgramStats
 from np_optimizer.workspace import Experiment, resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
+
+if TYPE_CHECKING:
+    from np_optimizer.config import ExperimentConfig
 
 __all__ = ["ProfileRound", "profile", "parse_profile_opts"]
 
@@ -98,27 +102,33 @@ def _checkpoint(store: ExperimentStore, job: JobRecord) -> CheckpointRef:
     return CheckpointRef(job.checkpoint, job.name, path, str(output["sha256"]))
 
 
-def _options(exp: Experiment, checkpoint: str, device: Device,
+def _config(exp: Experiment) -> ExperimentConfig | None:
+    """The experiment's validated config, loaded once per np profile; None (warned) when it is invalid now."""
+    try:
+        from np_optimizer.config import load_experiment_config
+
+        return load_experiment_config(exp.run_file, get_device(exp.project.device_name))
+    except NpError as exc:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
+        from np_optimizer.logs import get_logger
+
+        get_logger("Profiler").warning(f"run.yaml / run.detail.yaml could not be read ({exc.message}); the default "
+                                       "profile options apply to this round.")
+        return None
+
+
+def _options(config: ExperimentConfig | None, checkpoint: str,
              given: dict[str, int | float]) -> tuple[dict[str, Any], str]:
     """run.detail.yaml's profile[N] for this checkpoint when it is listed, then --profile-opt on top; and which of
     them set the time limit."""
     base = merge_defaults(PROFILE_OPTIONS, None)
     limit_from = "--profile-opt time_limit" if "time_limit" in given else \
         "the default: give --profile-opt time_limit=SECONDS"
-    try:
-        from np_optimizer.config import load_experiment_config
-
-        config = load_experiment_config(exp.run_file, get_device(exp.project.device_name))
-        for index, (_listed, concrete) in enumerate(config.run.resolved_profile()):
-            if concrete == checkpoint:
-                base = dict(config.detail.profile_options(index))
-                if "time_limit" not in given:
-                    limit_from = f"run.detail.yaml profile[{index}].time_limit (or --profile-opt time_limit=SECONDS)"
-    except NpError as exc:  # an edited, now invalid run.yaml must not block post-hoc profiling of finished checkpoints
-        from np_optimizer.logs import get_logger
-
-        get_logger("Profiler").warning(f"run.yaml / run.detail.yaml could not be read ({exc.message}); the default "
-                                       "profile options apply to this round.")
+    listed = config.run.resolved_profile() if config is not None else ()
+    for index, (_listed, concrete) in enumerate(listed):
+        if concrete == checkpoint and config is not None:
+            base = dict(config.detail.profile_options(index))
+            if "time_limit" not in given:
+                limit_from = f"run.detail.yaml profile[{index}].time_limit (or --profile-opt time_limit=SECONDS)"
     return {**base, **given}, limit_from
 
 
@@ -146,7 +156,7 @@ def profile(ids: list[str] | None = None, *, experiment: str | None = None, proj
 def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, device: str | None, runtime: str | None,
              backend: str | None, force: bool, profile_opts: dict[str, int | float] | None,
              progress: Callable[[str], None]) -> ProfileRound:
-    from np_optimizer.profiler.session import failed_round, profile_checkpoint, round_base
+    from np_optimizer.profiler.session import RoundRequest, failed_round, profile_checkpoint, round_base
     from np_optimizer.workspace.remote import remote_for
 
     target = find_device(device, runtime, backend) if device else get_device(exp.project.device_name)
@@ -171,6 +181,8 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
     log = get_logger("Profiler")
     log.info(f"Post-hoc profiling: {target.name} / {target.runtime} / {target.backend}, method {chosen}")
     seen: set[str] = set()
+    config: ExperimentConfig | None = None
+    config_read = False
     for index, job in enumerate(jobs, 1):
         progress(f"{job.checkpoint.lower()} ({index}/{len(jobs)}) on {target.name}")
         try:
@@ -183,13 +195,16 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
             store.add_profile_round(failed)
             results.append(failed)
             continue
-        options, limit_from = _options(exp, job.checkpoint, target, profile_opts or {})
+        if not config_read:  # once per command, when the first checkpoint needs it (an invalid one warned once)
+            config, config_read = _config(exp), True
+        options, limit_from = _options(config, job.checkpoint, profile_opts or {})
         watch = Watch(limit_s=float(options["time_limit"]), label=job.checkpoint.lower(), option=limit_from,
                       rerun=f"run `np profile {job.checkpoint}` again")
-        outcome = profile_checkpoint(
-            checkpoint=ref, job_dir=store.job_dir(job.name), experiment_root=exp.root, device=target, method=chosen,
-            requested_method=method, options=options, trigger="POSTHOC", force=force, log_file=exp.log_file,
-            remote=remote, progress=progress, seen=seen, watch=watch)
+        # nothing is handed over after the fact: the job's compilation is looked up in its folder (or compiled)
+        asked = RoundRequest(checkpoint=ref, job_dir=store.job_dir(job.name), experiment_root=exp.root, device=target,
+                             method=chosen, options=options, trigger="POSTHOC", requested_method=method, force=force,
+                             remote=remote, watch=watch, stats=ProgramStats.of_output(job.output, ref.sha256))
+        outcome = profile_checkpoint(asked, progress=progress, seen=seen)
         store.add_profile_round(outcome)
         results.append(outcome)
     return ProfileRound(exp.name, target.name, chosen, tuple(results), requested_method=method)

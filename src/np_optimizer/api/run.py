@@ -27,11 +27,13 @@ def run(*, experiment: str | None = None, project: str | None = None, retry: boo
     from np_optimizer.config import load_experiment_config
     from np_optimizer.devices import get_device
 
-    # Violations stop here: nothing runs and no log is started.
-    load_experiment_config(exp.run_file, get_device(exp.project.device_name), model=exp.project.info["model"])
+    # Violations stop here: nothing runs and no log is started. The run uses this device and config (loaded once).
+    device = get_device(exp.project.device_name)
+    config = load_experiment_config(exp.run_file, device, model=exp.project.info["model"])
     from np_optimizer.workspace.run_lock import run_lock
 
     # One np run at a time, and no np profile beside it: a busy experiment is refused (NP-EXP-423) before any log.
     with run_lock(exp, "np run", exclusive=True), run_logging(exp.log_file, console_write), \
             quiet_native_output(exp.log_file):
-        return run_experiment(exp, retry=retry, profile_method=profile_method, force=force, progress=progress)
+        return run_experiment(exp, retry=retry, profile_method=profile_method, force=force, progress=progress,
+                              loaded=(device, config))

@@ -1,7 +1,10 @@
 """Compile a checkpoint for a device. Options come from the device catalogue only, never from run.yaml.
 
+    compile_for(checkpoint, device, job_dir, stats)   -> CompiledCheckpoint   (a job's checkpoint, typed for the
+                                                                              profiler: np run hands it over)
     compile_checkpoint(program_path, device, out_dir) -> CompileResult   (imports torch and ExecuTorch)
-    find_compiled(out_dir, device, program_sha256)    -> CompileResult | None   (no torch: reads compile.json)
+    find_compiled(out_dir, device, program_sha256)    -> CompileResult | None   (no torch: reads compile.json; for
+                                                                              a checkpoint nothing handed over)
 
 Each compiled checkpoint lives in `<job>/artifacts/compiled_<device>/` with a compile.json that says what it was
 compiled from (the .pt2's sha256) and with which tool versions, so a later command reuses it instead of compiling
@@ -28,7 +31,8 @@ from np_optimizer.devices import Device
 from np_optimizer.errors import TimeLimitError, ToolError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.processes import Watch, run_watched, stage
-from np_optimizer.records import from_dict, to_dict
+from np_optimizer.records import CheckpointRef, from_dict, to_dict
+from np_optimizer.records.compiled import CompiledCheckpoint, ProgramStats
 from np_optimizer.versions import tool_version
 
 if TYPE_CHECKING:
@@ -36,8 +40,8 @@ if TYPE_CHECKING:
 
 PTE_FILE = "model.pte"  # in every compile folder
 
-__all__ = ["CompileResult", "CompileCache", "compile_checkpoint", "find_compiled", "compile_dir", "compile_key", "reuse_note",
-           "stopped_compile", "Watch"]
+__all__ = ["CompileResult", "CompileCache", "CompiledCheckpoint", "compile_for", "compile_checkpoint", "find_compiled",
+           "compile_dir", "compile_key", "reuse_note", "stopped_compile", "stopped_under", "Watch"]
 
 _log = logging.getLogger("np.Compiler")
 # What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...) and np's own
@@ -81,11 +85,15 @@ def stopped_compile(out_dir: Path, device: Device, program_sha256: str, limit_s:
     """The compilation of exactly this program for this device that a time limit at least `limit_s` stopped: lowering
     it again under the same limit would be stopped again, so the caller reports it instead of waiting once more."""
     record = read_compile_record(out_dir)
-    if record is None or record.status != "failed" or not record.stopped:
+    if record is None or not stopped_under(record, limit_s):
         return None
-    if record.compile_key != compile_key(program_sha256, device):
-        return None
-    return record if float(record.stopped.get("limit_s") or 0) >= limit_s else None
+    return record if record.compile_key == compile_key(program_sha256, device) else None
+
+
+def stopped_under(record: CompileResult, limit_s: float) -> bool:
+    """Whether a time limit at least `limit_s` stopped this compilation (so the same limit would stop it again)."""
+    return record.status == "failed" and bool(record.stopped) and \
+        float((record.stopped or {}).get("limit_s") or 0) >= limit_s
 
 
 def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
@@ -124,6 +132,17 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
         result = replace(result, cache={"status": "miss", "key": key, "entry": entry})
     write_compile_record(out_dir, result)
     return result
+
+
+def compile_for(checkpoint: CheckpointRef, device: Device, job_dir: Path, *, stats: ProgramStats = ProgramStats(),
+                program: ExportedProgram | None = None, watch: Watch | None = None,
+                cache: CompileCache | None = None) -> CompiledCheckpoint:
+    """Compile a job's checkpoint into the job's compile folder for `device` (compile_checkpoint), as the typed
+    compiled checkpoint the profiler takes: its folder, compile record (key, .pte sha256, delegation) and `stats`."""
+    out_dir = compile_dir(job_dir, device)
+    record = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256, cache=cache,
+                                program=program, watch=watch)
+    return CompiledCheckpoint(checkpoint=checkpoint, folder=out_dir, record=record, stats=stats)
 
 
 def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str, start: float,

@@ -29,7 +29,6 @@ class RunContext:
     project: Project
     device: Device
     config: ExperimentConfig
-    log_file: Path
     calibration_dir: Path | None
     example_inputs: tuple[Any, ...] = ()
     evaluation: InputSet | None = None

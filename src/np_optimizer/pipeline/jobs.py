@@ -13,12 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from np_optimizer.compile import CompileResult, Watch, compile_checkpoint, compile_dir, reuse_note
+from np_optimizer.compile import Watch, compile_for, reuse_note
 from np_optimizer.errors import ToolError, error_record
 from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord, to_dict
+from np_optimizer.records.compiled import CompiledCheckpoint, ProducedCheckpoint, ProgramStats
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
@@ -69,8 +70,10 @@ class JobRunner:
         return CheckpointRef(checkpoint, name, path, output["sha256"])
 
     def run_job(self, *, name: str, step_type: str, index: int, checkpoint: str, input_ref: CheckpointRef | None,
-                parameters: dict[str, Any], hash_: str, produce: Callable[[Path], StepOutcome]) -> CheckpointRef:
+                parameters: dict[str, Any], hash_: str,
+                produce: Callable[[Path], StepOutcome]) -> ProducedCheckpoint:
         """One job: reuse it (--retry), or produce, save, verify, compile and check its checkpoint, recording each part.
+        What it produced (checkpoint, statistics, compiled program) is returned for the later phases to take as is.
 
         Long because: the job's record is built across its parts (timings, warnings, errors) in one place, so that
         every exit path writes the same job.json.
@@ -82,7 +85,8 @@ class JobRunner:
             if record is not None:
                 self.store.write_job(replace(record, status="reused"))
                 self.run.module_map = compose(self.run.module_map, record.changes.get("module_map") or {})
-            return reused
+            # not compiled in this run: the profiler finds the job's earlier compilation on disk, verified
+            return ProducedCheckpoint(reused, ProgramStats.of_output(record.output if record else None, reused.sha256))
         job_dir = self.store.job_dir(name)
         artifacts = job_dir / "artifacts"
         artifacts.mkdir(parents=True, exist_ok=True)
@@ -111,8 +115,10 @@ class JobRunner:
         try:
             outcome = timed("step", lambda: produce(artifacts))
             ref, output, reloaded = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
+            stats = ProgramStats.of_output(output, ref.sha256)
             if self.lowered is None or checkpoint in self.lowered:
-                compiled: CompileResult | None = timed("compile", lambda: self._compile(ref, job_dir, reloaded))
+                compiled: CompiledCheckpoint | None = timed("compile",
+                                                            lambda: self._compile(ref, job_dir, reloaded, stats))
             else:
                 compiled = None
                 self.log.info(f"{checkpoint} is not lowered for {self.run.device.name} now: it is not listed under "
@@ -127,8 +133,8 @@ class JobRunner:
             raise
         self.programs = {name: outcome.program}  # the step's own copy: lowering may have changed the reloaded one
         warnings = list(outcome.warnings)
-        if compiled is not None and compiled.status != "ok":
-            warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
+        if compiled is not None and compiled.record.status != "ok":
+            warnings.append(f"Lowering {compiled.record.status} for {compiled.record.device}: {compiled.record.reason}")
         from np_optimizer.layers.numerics import numerics_warnings
 
         for text in numerics_warnings((fidelity or {}).get("layers") or {}):  # zeroed or weak activations
@@ -136,12 +142,12 @@ class JobRunner:
             warnings.append(text)
         done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
-                       compile=to_dict(compiled) if compiled else {}, fidelity=fidelity, warnings=tuple(warnings),
-                       timings=timings)
+                       compile=to_dict(compiled.record) if compiled else {}, fidelity=fidelity,
+                       warnings=tuple(warnings), timings=timings)
         self.store.write_job(done)
         if input_ref is not None:
             self.run.module_map = key_map
-        return ref
+        return ProducedCheckpoint(ref, stats, compiled)
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
               checkpoint: str) -> tuple[CheckpointRef, dict[str, Any], Any]:
@@ -161,7 +167,7 @@ class JobRunner:
                   "weight_bytes": weight_bytes(outcome.program), "nodes": node_count(outcome.program)}
         return CheckpointRef(checkpoint, name, path, sha), output, reloaded
 
-    def _compile(self, ref: CheckpointRef, job_dir: Path, program: Any) -> CompileResult:
+    def _compile(self, ref: CheckpointRef, job_dir: Path, program: Any, stats: ProgramStats) -> CompiledCheckpoint:
         from np_optimizer.config.detail_config import time_limit
         from np_optimizer.logs import get_logger
 
@@ -172,8 +178,8 @@ class JobRunner:
         watch = Watch(limit_s=limit, label=f"{ref.job}: lowering for {device.name}", option=option,
                       progress=self.progress, log=log, code="NP-CMP-504",
                       rerun="run `np run --retry` (the finished steps are reused)")
-        compiled = compile_checkpoint(ref.path, device, compile_dir(job_dir, device), program_sha256=ref.sha256,
-                                      program=program, watch=watch)
+        handed = compile_for(ref, device, job_dir, stats=stats, program=program, watch=watch)
+        compiled = handed.record
         reused = reuse_note(compiled)
         if reused:
             log.info(f"Reused the compiled {ref.name.lower()} for {device.name} ({compiled.pte_bytes or 0:,} B .pte): "
@@ -186,9 +192,9 @@ class JobRunner:
             log.warning(f"Lowering unsupported for {ref.name.lower()} on {device.name}: {compiled.reason}")
         else:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
-        return compiled
+        return handed
 
-    def _fidelity(self, outcome: StepOutcome, compiled: CompileResult | None, job_dir: Path, checkpoint: str,
+    def _fidelity(self, outcome: StepOutcome, compiled: CompiledCheckpoint | None, job_dir: Path, checkpoint: str,
                   key_map: dict[str, str | None]) -> dict[str, Any]:
         """Outputs against INPUT_MODEL's on the evaluation inputs: the exported program, and the .pte on this
         machine when the device's backend runs here (XNNPACK) and the checkpoint was lowered; and each layer's output
@@ -221,13 +227,12 @@ class JobRunner:
                                               seconds=time.perf_counter() - start,
                                               relative_to=self.store.experiment.root)
         del taps
-        if compiled is not None and compiled.status == "ok" and self.run.device.backend_spec.runs_on_host \
-                and compiled.pte_file:
+        pte = compiled.pte_path if compiled is not None and compiled.record.status == "ok" else None
+        if pte is not None and self.run.device.backend_spec.runs_on_host:
             from np_optimizer.adapters.executorch_runtime import run_pte
 
             try:
-                pte_out = [run_pte(compile_dir(job_dir, self.run.device) / compiled.pte_file, x)
-                           for x in evaluation.samples]
+                pte_out = [run_pte(pte, x) for x in evaluation.samples]
                 result["pte"] = compare_outputs(self.run.reference_outputs, [tuple(o) for o in pte_out])
                 result["pte"]["evaluated_on"] = f"the .pte on this machine's ExecuTorch {tool_version('executorch')} runtime"
             except ToolError as exc:

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.compile import (
-    CompileResult,
+    CompiledCheckpoint,
     Watch,
-    compile_checkpoint,
     compile_dir,
+    compile_for,
     find_compiled,
     reuse_note,
     stopped_compile,
+    stopped_under,
 )
 from np_optimizer.devices import Device
 from np_optimizer.errors import CompileError, NpError, error_record
@@ -27,37 +28,45 @@ from np_optimizer.models.source import sha256_file
 from np_optimizer.profiler.cache import EstimateCache, cache_key
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
-from np_optimizer.profiler.request import MethodOutput, ProfileRequest
-from np_optimizer.records import CheckpointRef, MetricValue, ProfileResult, from_dict, to_dict
+from np_optimizer.profiler.request import MethodOutput, ProfileRequest, RoundRequest
+from np_optimizer.records import MetricValue, ProfileResult, from_dict, to_dict
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
-from np_optimizer.workspace.remote import RemoteDevice
 
-__all__ = ["profile_checkpoint", "measurement_id", "round_base", "failed_round"]
+__all__ = ["RoundRequest", "profile_checkpoint", "measurement_id", "round_base", "failed_round"]
 
 
 def measurement_id() -> str:
     return f"m{time.strftime('%Y%m%d%H%M%S')}{secrets.token_hex(3)}"
 
 
-def _compiled_for(checkpoint: CheckpointRef, job_dir: Path, device: Device, log: logging.Logger,
-                  progress: Callable[[str], None], watch: Watch) -> tuple[CompileResult, Path, float, bool]:
-    """The compilation of `checkpoint` for `device`: an intact earlier one, one the same time limit stopped before
-    (not waited for twice: its round fails with that reason), or a new one."""
+def _compiled_for(request: RoundRequest, progress: Callable[[str], None],
+                  watch: Watch) -> tuple[CompiledCheckpoint, float, bool]:
+    """(the compilation the round profiles, seconds spent compiling, whether it was made before the round).
+
+    np run hands over what its job compiled: profiled as is, unless it failed in a way a new try could mend (a crash,
+    or a shorter time limit than this round's). With nothing handed over (np profile, a job reused under --retry):
+    an intact earlier compilation in the job folder, one the same time limit stopped before (not waited for twice:
+    its round fails with that reason), or a new one.
+    """
     from np_optimizer.files import file_lock
 
-    out_dir = compile_dir(job_dir, device)
+    checkpoint, device, handed = request.checkpoint, request.device, request.compiled
+    out_dir = compile_dir(request.job_dir, device)
+    if handed is not None and handed.folder == out_dir and (
+            handed.record.status != "failed" or stopped_under(handed.record, watch.limit_s)):
+        return handed, 0.0, True
     with file_lock(out_dir):  # another np process may be compiling, or measuring, the same folder
-        found = find_compiled(out_dir, device, checkpoint.sha256) or \
-            stopped_compile(out_dir, device, checkpoint.sha256, watch.limit_s)
+        found = None if handed is not None else (find_compiled(out_dir, device, checkpoint.sha256)
+                                                 or stopped_compile(out_dir, device, checkpoint.sha256, watch.limit_s))
         if found is not None:
-            return found, out_dir, 0.0, True
+            return CompiledCheckpoint(checkpoint, out_dir, found, request.stats), 0.0, True
         progress(f"compiling {checkpoint.name.lower()} for {device.name}")
         start = time.perf_counter()
-        compiled = compile_checkpoint(checkpoint.path, device, out_dir, program_sha256=checkpoint.sha256,
-                                      watch=replace(watch, label=f"lowering {checkpoint.name.lower()} for "
-                                                    f"{device.name}", code="NP-CMP-504"))
-        return compiled, out_dir, time.perf_counter() - start, False
+        compiled = compile_for(checkpoint, device, request.job_dir, stats=request.stats,
+                               watch=replace(watch, label=f"lowering {checkpoint.name.lower()} for {device.name}",
+                                             code="NP-CMP-504"))
+        return compiled, time.perf_counter() - start, False
 
 
 def _cache_fields(request: ProfileRequest, method: str) -> dict[str, Any]:
@@ -75,36 +84,35 @@ def _cache_fields(request: ProfileRequest, method: str) -> dict[str, Any]:
     }
 
 
-def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_root: Path, device: Device,
-                       method: str, requested_method: str | None, options: dict[str, Any], trigger: str,
-                       force: bool, log_file: Path, remote: RemoteDevice | None = None,
-                       progress: Callable[[str], None] = lambda _t: None,
-                       cache: EstimateCache | None = None, seen: set[str] | None = None,
-                       watch: Watch | None = None) -> ProfileResult:
-    """Compile `checkpoint` for `device` (reusing an intact earlier compilation), then profile it with `method`.
+def profile_checkpoint(asked: RoundRequest, *, progress: Callable[[str], None] = lambda _t: None,
+                       cache: EstimateCache | None = None, seen: set[str] | None = None) -> ProfileResult:
+    """Profile the checkpoint `asked` names with its method: the compilation np run handed over, else an intact
+    earlier one, else a new one (see _compiled_for). `progress` shows what runs; `seen` holds the notices and
+    warnings already logged for earlier checkpoints of the same command (not repeated); `cache`: tests' estimate cache.
 
-    `watch` bounds a long lowering (Ethos-U) and MLIA's estimate: its limit and the option that sets it (default:
-    options["time_limit"], named as run.detail.yaml's profile[N].time_limit); its label and code are set here.
+    `asked.watch` bounds a long lowering (Ethos-U) and MLIA's estimate: its limit and the option that sets it
+    (default: options["time_limit"], named as run.detail.yaml's profile[N].time_limit); its label and code are set here.
 
     Long because: compile, cache lookup, method and the failed-round path share the round's base record and log
     lines; split, each part would take a dozen of the same arguments.
     """
     log = get_logger("Profiler")
+    checkpoint, device, method, options = asked.checkpoint, asked.device, asked.method, asked.options
     base = round_base(checkpoint=checkpoint.name, job=checkpoint.job, checkpoint_sha256=checkpoint.sha256,
-                      device=device, method=method, requested_method=requested_method, trigger=trigger)
+                      device=device, method=method, requested_method=asked.requested_method, trigger=asked.trigger)
     identifier = base["measurement_id"]
     support = device.method(method)
     result_kind = support.result_kind if support else "estimated"
     name = checkpoint.name.lower()
-    watch = watch or Watch(limit_s=float(options.get("time_limit", 600)), label=name,
-                           option="run.detail.yaml profile[N].time_limit", progress=progress, log=log)
+    watch = asked.watch or Watch(limit_s=float(options.get("time_limit", 600)), label=name,
+                                 option="run.detail.yaml profile[N].time_limit", progress=progress, log=log)
     watch = replace(watch, progress=progress, log=log)
     log.info(f"Compiling: {name}")
     try:
-        compiled, compiled_dir, compile_s, reused_compile = _compiled_for(checkpoint, job_dir, device, log, progress,
-                                                                          watch)
+        handed, compile_s, reused_compile = _compiled_for(asked, progress, watch)
     except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
         return failed_round(base, result_kind, exc, log)
+    compiled, compiled_dir, experiment_root = handed.record, handed.folder, asked.experiment_root
     if reused_compile and compiled.status != "failed":  # a failed one is said below, with its reason
         saved = (compiled.cache or {}).get("saved_s") or compiled.seconds or 0
         log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
@@ -126,13 +134,12 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
         return failed_round(base, result_kind, failure, log, compile=compile_summary)
     runs = f" ({options.get('num_executions')} runs)" if result_kind == "measured" else ""
     log.info(f"Profiling: {name}{runs}")
-    work_dir = job_dir / "artifacts" / "profile" / identifier
+    work_dir = asked.job_dir / "artifacts" / "profile" / identifier
     request = ProfileRequest(checkpoint=checkpoint.name, job=checkpoint.job, program_path=checkpoint.path,
                              program_sha256=checkpoint.sha256, compiled=compiled, compiled_dir=compiled_dir,
-                             device=device, options=options, work_dir=work_dir, log_file=log_file, log=log,
-                             remote=remote, queue_notice=_queue_notice(log),
+                             device=device, options=options, work_dir=work_dir, log=log,
+                             remote=asked.remote, queue_notice=_queue_notice(log), program_stats=asked.stats.as_dict(),
                              watch=replace(watch, label=f"estimating {name} on {device.name}", code="NP-PRF-504"))
-    request.program_stats = _program_stats(job_dir, checkpoint.sha256)
     chosen = get_method(method)
     cache_info: dict[str, Any] = {"reused": False, "key": None}
     output: MethodOutput | None = None
@@ -143,7 +150,7 @@ def profile_checkpoint(*, checkpoint: CheckpointRef, job_dir: Path, experiment_r
         fields = _cache_fields(request, method)
         key = cache_key(fields)
         cache_info["key"] = key
-        if force:
+        if asked.force:
             cache_info["forced"] = True
         else:
             lookup = store_cache.get(key)
@@ -208,19 +215,6 @@ def _queue_notice(log: logging.Logger) -> Callable[[str], None]:
             log.info(text)
 
     return notice
-
-
-def _program_stats(job_dir: Path, program_sha256: str) -> dict[str, Any]:
-    """MACs, params and weight bytes its job recorded for this exact checkpoint (read from job.json, no torch)."""
-    from np_optimizer.files import CorruptFileError, read_json
-
-    try:
-        output = (read_json(job_dir / "job.json").get("output") or {})
-    except (CorruptFileError, OSError):
-        return {}
-    if output.get("sha256") != program_sha256:
-        return {}
-    return {k: output[k] for k in ("macs", "params", "weight_bytes") if output.get(k) is not None}
 
 
 def _restore(payload: dict[str, Any], work_dir: Path) -> MethodOutput:

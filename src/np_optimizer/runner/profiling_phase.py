@@ -1,5 +1,6 @@
-"""np run's Profiling phase: each checkpoint listed under `profile:`, in list order, compiled and profiled by
-np_optimizer.profiler; results to report.json and job.json."""
+"""np run's Profiling phase: each checkpoint listed under `profile:`, in list order, profiled by np_optimizer.profiler
+as its job produced it (the checkpoint, its statistics and the program the job compiled, handed over, not looked up
+on disk again); results to report.json and job.json."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from np_optimizer.compile import Watch
 from np_optimizer.errors import NpError
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext
-from np_optimizer.profiler.session import failed_round, profile_checkpoint, round_base
-from np_optimizer.records import CheckpointRef, Plan, ProfileResult
+from np_optimizer.profiler.session import RoundRequest, failed_round, profile_checkpoint, round_base
+from np_optimizer.records import Plan, ProfileResult
+from np_optimizer.records.compiled import ProducedCheckpoint
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["profile_run"]
 
 
-def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: dict[str, CheckpointRef], *,
+def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: dict[str, ProducedCheckpoint], *,
                 phase: int, progress: Callable[[str], None], requested_method: str | None = None,
                 force: bool = False) -> list[ProfileResult]:
     """The Profiling phase of np run: each listed checkpoint in list order, results to report.json and job.json."""
@@ -33,9 +35,9 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     results = []
     seen: set[str] = set()
     for index, planned in enumerate(plan.profile):
-        ref = produced.get(planned.checkpoint)
+        made = produced.get(planned.checkpoint)
         progress(f"profiling {planned.checkpoint.lower()} ({index + 1}/{len(plan.profile)})")
-        if ref is None:
+        if made is None:
             base = round_base(checkpoint=planned.checkpoint, job=planned.job, checkpoint_sha256="", device=device,
                               method=planned.method, requested_method=requested_method, trigger="RUN_INLINE")
             missing = NpError(f"{planned.listed_as} was not produced because its step did not finish.",
@@ -46,11 +48,12 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
             watch = Watch(limit_s=float(options["time_limit"]), label=planned.checkpoint.lower(),
                           option=f"run.detail.yaml profile[{index}].time_limit", rerun="run `np run --retry` (the "
                           f"finished steps are reused) or `np profile {planned.checkpoint}`")
-            result = profile_checkpoint(
-                checkpoint=ref, job_dir=store.job_dir(ref.job), experiment_root=run.experiment.root, device=device,
-                method=planned.method, requested_method=requested_method, options=options,
-                trigger="RUN_INLINE", force=force, log_file=run.log_file, remote=remote, progress=progress,
-                seen=seen, watch=watch)
+            asked = RoundRequest(
+                checkpoint=made.checkpoint, job_dir=store.job_dir(made.checkpoint.job),
+                experiment_root=run.experiment.root, device=device, method=planned.method, options=options,
+                trigger="RUN_INLINE", requested_method=requested_method, force=force, remote=remote, watch=watch,
+                stats=made.stats, compiled=made.compiled)
+            result = profile_checkpoint(asked, progress=progress, seen=seen)
         store.add_profile_round(result)
         results.append(result)
     log.info("Profiling complete. Results saved to report.json")

@@ -15,13 +15,14 @@ from typing import Any
 from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
 from np_optimizer.config.steps import calibration_samples, step_spec
-from np_optimizer.devices import get_device
+from np_optimizer.devices import Device, get_device
 from np_optimizer.errors import NpError, error_record
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext, StepContext, StepOutcome
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
+from np_optimizer.records.compiled import ProducedCheckpoint
 from np_optimizer.workspace import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -29,11 +30,11 @@ __all__ = ["run_experiment"]
 
 
 
-def _prepare(experiment: Experiment, config: ExperimentConfig) -> RunContext:
+def _prepare(experiment: Experiment, device: Device, config: ExperimentConfig) -> RunContext:
     project = experiment.project
     calibration = project.info.get("calibration_dataset")
-    return RunContext(experiment=experiment, project=project, device=get_device(project.device_name), config=config,
-                      log_file=experiment.log_file, calibration_dir=project.root / calibration if calibration else None)
+    return RunContext(experiment=experiment, project=project, device=device, config=config,
+                      calibration_dir=project.root / calibration if calibration else None)
 
 
 def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
@@ -55,17 +56,22 @@ def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
 
 
 def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
-                   force: bool = False, progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
+                   force: bool = False, progress: Callable[[str], None] = lambda _t: None,
+                   loaded: tuple[Device, ExperimentConfig] | None = None) -> RunSummary:
     """Run everything run.yaml asks for; the caller sets up logging (see np_optimizer.logs.run_logging).
+    `loaded`: the project's device and the validated config when the caller has them already (api.run), so they are
+    looked up and validated once per np run.
 
     Long because: it is the one place the phases are sequenced (validate, extract, steps, evaluation, profiling)
     with the failure rules between them.
     """
     started = time.perf_counter()
     project = experiment.project
-    device = get_device(project.device_name)
-    # ValidationFailed here means nothing runs.
-    config = load_experiment_config(experiment.run_file, device, model=project.info["model"])
+    if loaded is None:  # ValidationFailed here means nothing runs.
+        device = get_device(project.device_name)
+        config = load_experiment_config(experiment.run_file, device, model=project.info["model"])
+    else:
+        device, config = loaded
     from np_optimizer.plan import build_plan
     from np_optimizer.workspace.remote import remote_configured
 
@@ -75,14 +81,14 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
 
         prewarm_local_measuring()  # its imports overlap the steps (about 1 s less before the first measurement)
     store = ExperimentStore(experiment)
-    run = _prepare(experiment, config)
+    run = _prepare(experiment, device, config)
     log = get_logger("Pipeline")
     _set_aside_stale_jobs(experiment, {INPUT_JOB, *(s.job for s in plan.steps)}, log)
     store.start_run(project=project.name, device=device.name, runtime=device.runtime, backend=device.backend)
     try:  # whatever ends the run (a library's SystemExit, Ctrl+C), meta.json never stays "running"
         jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered)
         rounds: list[ProfileResult] = []
-        produced: dict[str, CheckpointRef] = {}
+        produced: dict[str, ProducedCheckpoint] = {}
         error: dict[str, Any] | None = None
         phase = 1
         try:
@@ -91,18 +97,20 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             extractor.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
             from np_optimizer.pipeline.extract import extract_input_model, input_model_hash_payload
 
-            ref = jobs.run_job(name=INPUT_JOB, step_type="input_model", index=0, checkpoint=INPUT_MODEL, input_ref=None,
-                               parameters={}, hash_=config_hash(input_model_hash_payload(run)),
-                               produce=lambda artifacts: extract_input_model(run, artifacts))
-            produced[INPUT_MODEL] = ref
+            made = jobs.run_job(name=INPUT_JOB, step_type="input_model", index=0, checkpoint=INPUT_MODEL,
+                                input_ref=None, parameters={}, hash_=config_hash(input_model_hash_payload(run)),
+                                produce=lambda artifacts: extract_input_model(run, artifacts))
+            produced[INPUT_MODEL] = made
+            ref = made.checkpoint
             extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
             _load_reference(run, jobs.program_of(ref), ref)
             for index, step in enumerate(config.run.steps, 1):
                 phase += 1
                 step_log = get_logger(step_spec(step.kind).logger)
                 phase_banner(step_log, phase, step.kind)
-                ref = _run_step(run, jobs, step, index, ref, step_log, progress)
-                produced[checkpoint_of_step(step.kind)] = ref
+                made = _run_step(run, jobs, step, index, ref, step_log, progress)
+                produced[checkpoint_of_step(step.kind)] = made
+                ref = made.checkpoint
         except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
             error = error_record(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
             log.error(f"{error['message']}" + (f" Hint: {error['hint']}" if error["hint"] else ""),
@@ -112,13 +120,14 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             phase += 1
             from np_optimizer.runner.evaluation_phase import evaluation_phase
 
-            evaluations = evaluation_phase(run, store, produced, phase=phase, progress=progress)
+            evaluations = evaluation_phase(run, store, {k: p.checkpoint for k, p in produced.items()}, phase=phase,
+                                           progress=progress)
         if config.run.profile is not None and plan.profile is not None:
             phase += 1
             from np_optimizer.runner.profiling_phase import profile_run
 
             rounds = profile_run(run, store, plan, produced, phase=phase, progress=progress,
-                                          requested_method=profile_method, force=force)
+                                 requested_method=profile_method, force=force)
         else:
             get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
             store.disable_profiling()
@@ -150,7 +159,7 @@ def _set_aside_stale_jobs(experiment: Experiment, planned: set[str], log: loggin
 
 
 def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref: CheckpointRef,
-              log: logging.Logger, progress: Callable[[str], None]) -> CheckpointRef:
+              log: logging.Logger, progress: Callable[[str], None]) -> ProducedCheckpoint:
     from dataclasses import asdict
 
     name = job_name(index, step.kind)
@@ -182,11 +191,11 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
             outcome.changes["module_map_error"] = f"{type(exc).__name__}: {exc}"
         return outcome
 
-    ref = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
-                       parameters=parameters, hash_=config_hash(payload), produce=produce)
+    made = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
+                        parameters=parameters, hash_=config_hash(payload), produce=produce)
     record = jobs.store.read_job(name)
     if record is not None and record.fidelity.get("program"):
         fid = record.fidelity["program"]
         snr = "identical" if fid.get("snr_identical") else f"{fid.get('snr_db')} dB"
         log.info(f"{checkpoint}: SNR vs INPUT_MODEL {snr}, max abs error {fid.get('max_abs_error'):.3g}")
-    return ref
+    return made

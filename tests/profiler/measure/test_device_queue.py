@@ -41,7 +41,7 @@ compiled_dir, program, work, options, out = sys.argv[1:6]
 notices = []
 request = ProfileRequest(checkpoint="INPUT_MODEL", job="00_input_model", program_path=Path(program),
     program_sha256="0" * 64, compiled=read_compile_record(Path(compiled_dir)), compiled_dir=Path(compiled_dir),
-    device=get_device("host"), options=json.loads(options), work_dir=Path(work), log_file=Path(work) / "log",
+    device=get_device("host"), options=json.loads(options), work_dir=Path(work),
     log=logging.getLogger("np.Profiler"), queue_notice=notices.append)
 output = get_method("on-device").profile(request)
 Path(out).write_text(json.dumps({"output": asdict(output), "notices": notices}))

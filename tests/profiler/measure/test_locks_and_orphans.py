@@ -46,7 +46,7 @@ remote = RemoteDevice(**json.loads(remote)) if remote else None
 request = ProfileRequest(checkpoint="INPUT_MODEL", job="00_input_model", program_path=Path(program),
     program_sha256="0" * 64, compiled=read_compile_record(Path(compiled_dir)), compiled_dir=Path(compiled_dir),
     device=get_device("raspberry_pi_5" if remote else "host"), options=json.loads(options), work_dir=Path(work),
-    log_file=Path(work) / "log", log=logging.getLogger("np.Profiler"), remote=remote)
+    log=logging.getLogger("np.Profiler"), remote=remote)
 try:
     get_method("on-device").profile(request)
     Path(out).write_text(json.dumps({"ok": True}))
