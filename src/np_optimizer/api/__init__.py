@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from np_optimizer.api.report import budgets_to_check, report, write_html_report
     from np_optimizer.api.run import run
     from np_optimizer.api.status import export, status
+    from np_optimizer.api.sweep import sweep, sweep_front
 
 # name -> the module of this package that defines it
 _WHERE = {
@@ -41,6 +42,7 @@ _WHERE = {
     "experiments_list": "experiments", "validate": "experiments",
     "export": "status", "status": "status", "profile": "profile", "run": "run",
     "report": "report", "budgets_to_check": "report", "write_html_report": "report",
+    "sweep": "sweep", "sweep_front": "sweep",
 }
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
     "write_html_report",
     "run",
     "status",
+    "sweep",
+    "sweep_front",
     "validate",
     "workspace_init",
 ]
@@ -70,7 +74,8 @@ __all__ = [
 
 class _Package(types.ModuleType):
     """Importing a submodule binds it on its package (`api.profile` = the module np_optimizer.api.profile): for the
-    functions named like their module (evaluate, profile, report, run, status) the package keeps the function."""
+    functions named like their module (evaluate, profile, report, run, status, sweep) the package keeps the
+    function."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
