@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         workspace_init,
     )
     from np_optimizer.api.report import budgets_to_check, report, write_html_report
-    from np_optimizer.api.run import run
+    from np_optimizer.api.run import run, run_checked
     from np_optimizer.api.status import export, status
     from np_optimizer.api.sweep import sweep, sweep_front
 
@@ -40,7 +40,7 @@ _WHERE = {
     "projects_list": "projects", "workspace_init": "projects",
     "experiment_info": "experiments", "experiments_create": "experiments", "experiments_detail": "experiments",
     "experiments_list": "experiments", "validate": "experiments",
-    "export": "status", "status": "status", "profile": "profile", "run": "run",
+    "export": "status", "status": "status", "profile": "profile", "run": "run", "run_checked": "run",
     "report": "report", "budgets_to_check": "report", "write_html_report": "report",
     "sweep": "sweep", "sweep_front": "sweep",
 }
@@ -64,6 +64,7 @@ __all__ = [
     "budgets_to_check",
     "write_html_report",
     "run",
+    "run_checked",
     "status",
     "sweep",
     "sweep_front",
