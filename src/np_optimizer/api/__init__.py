@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         experiments_list,
         validate,
     )
+    from np_optimizer.api.farm import devices_farm, devices_ls
     from np_optimizer.api.profile import profile
     from np_optimizer.api.projects import (
         devices_list,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 # name -> the module of this package that defines it
 _WHERE = {
     "dataset_info": "evaluate", "datasets_add": "evaluate", "evaluate": "evaluate",
-    "devices_list": "projects", "models_list": "projects", "project_info": "projects", "projects_create": "projects",
+    "devices_farm": "farm", "devices_ls": "farm", "devices_list": "projects", "models_list": "projects", "project_info": "projects", "projects_create": "projects",
     "projects_list": "projects", "workspace_init": "projects",
     "experiment_info": "experiments", "experiments_create": "experiments", "experiments_detail": "experiments",
     "experiments_list": "experiments", "validate": "experiments",
@@ -49,7 +50,9 @@ __all__ = [
     "dataset_info",
     "datasets_add",
     "evaluate",
+    "devices_farm",
     "devices_list",
+    "devices_ls",
     "experiment_info",
     "experiments_create",
     "experiments_detail",
