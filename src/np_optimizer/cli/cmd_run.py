@@ -76,11 +76,11 @@ def register(app: typer.Typer) -> None:
                 checked = api.run_checked(experiment=experiment, project=project, retry=retry, profile_method=method,
                                           force=force, budgets=budget or (), check_all=check_all,
                                           console_write=display.write, progress=display.progress)
-                summary, record = checked.summary, checked.report
+                summary, record, code = checked.summary, checked.report, checked.exit_code  # 6: a budget failed
             else:
                 summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
                                   force=force, console_write=display.write, progress=display.progress)
-                record = None
+                record, code = None, summary.exit_code  # 4: every failure an unreachable device; else 1 or 0
         if json_mode:
             print_json({**summary_dict(summary), **({"budgets": record.data["budgets"]} if record else {})})
         else:
@@ -89,6 +89,4 @@ def register(app: typer.Typer) -> None:
             from np_optimizer.cli.views.report import print_budget_outcome
 
             print_budget_outcome(record, junit, quiet=json_mode)
-            return record.exit_code  # 6 when a budget failed
-        # 4 when every failure is an unreachable device; a failed run is never 0
-        return summary.exit_code
+        return code

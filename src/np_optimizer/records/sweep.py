@@ -3,6 +3,10 @@
 `np sweep` writes it (atomically, after each trial) to `<project>/sweep/trials.json`; `np report` at the project level
 and the HTML report read it to draw the front. The values are copied from each trial's report when the trial ends,
 in the metric's stored unit (UNITS in np_optimizer.metrics), so the front needs no experiment to be re-read.
+
+Also what crosses the sweep's process boundaries: the TrialJob a pool hands its worker (as JSON), the TrialResult the
+worker reports (one JSON line, or a Ray task's return: the figures the driver tells the study), and what `np sweep`
+returns (SweepPlan, SweepResult).
 """
 
 from __future__ import annotations
