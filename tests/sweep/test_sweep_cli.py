@@ -56,6 +56,14 @@ def test_a_bad_sweep_file_is_one_issue_per_mistake_with_its_line(tmp_path: Path,
     assert missing.exit_code == 3 and "NP-SWP-404" in missing.stderr
 
 
+def test_report_shows_the_project_even_from_inside_an_experiment(tmp_path: Path, run_np) -> None:
+    project = _project(tmp_path)
+    result = run_np("sweep", "--report", "--json", cwd=project / "experiment_01")
+    assert result.exit_code == 0, result.stderr
+    assert result.json["project"]["name"] == "mlp" and [e["name"] for e in result.json["experiments"]] == [
+        "experiment_01"]
+
+
 @pytest.mark.np_run
 def test_the_layers_strategy_keeps_the_most_damaging_layers_float(tmp_path: Path) -> None:
     project = _project(tmp_path)
