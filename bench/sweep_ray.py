@@ -65,6 +65,7 @@ def main() -> None:
     from ray.cluster_utils import Cluster
 
     from np_optimizer import api
+    from np_optimizer.api.trial import WORKER
     from np_optimizer.sweep.pool import LocalPool
     from np_optimizer.sweep.ray_pool import RayPool
     from np_optimizer.workspace import Project
@@ -91,11 +92,11 @@ def main() -> None:
 
         os.environ.update({"NP_CACHE_DIR": str(base / "local-estimates"),
                            "NP_COMPILE_CACHE_DIR": str(base / "local-compiled")})
-        local_wall, local_figures = _sweep(base / "local" / "sample_cpu", LocalPool(args.slots))
+        local_wall, local_figures = _sweep(base / "local" / "sample_cpu", LocalPool(args.slots, WORKER))
         print(f"local pool ({args.slots} workers): {local_wall:.1f} s for {len(local_figures)} trials", flush=True)
 
         started = time.perf_counter()
-        pool = RayPool(address, Project(base / "ray" / "sample_cpu"))
+        pool = RayPool(address, Project(base / "ray" / "sample_cpu"), WORKER)
         connect = time.perf_counter() - started
         ray_wall, ray_figures = _sweep(base / "ray" / "sample_cpu", pool)
         print(f"Ray pool ({pool.slots} slots): {ray_wall:.1f} s for {len(ray_figures)} trials; connect and version "

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from np_optimizer.api.trial import WORKER
 from np_optimizer.config.sweep import load_sweep
 from np_optimizer.errors import NetworkError
 from np_optimizer.records.sweep import SweepRecord
@@ -89,7 +90,7 @@ def _figures(project: Project, record: SweepRecord) -> dict[str, Any]:
 
 def test_trials_on_the_ray_cluster_give_the_local_pools_figures(cluster: Any, tmp_path: Path) -> None:
     on_ray = _project(tmp_path / "ray_ws", "cnn_sweep")
-    pool = RayPool(cluster.address, on_ray)
+    pool = RayPool(cluster.address, on_ray, WORKER)
     assert pool.slots == 2
     events: list[dict[str, Any]] = []
     record = _sweep(on_ray, pool, events.append)
@@ -103,7 +104,7 @@ def test_trials_on_the_ray_cluster_give_the_local_pools_figures(cluster: Any, tm
             assert "np-sweep-ray-" not in record_file.read_text(), record_file
 
     local = _project(tmp_path / "local_ws", "cnn_sweep")
-    local_record = _sweep(local, LocalPool(2))
+    local_record = _sweep(local, LocalPool(2, WORKER))
     ray_figures, local_figures = _figures(on_ray, record), _figures(local, local_record)
     assert ray_figures == local_figures
     assert all(values["SNR"] and values["MACS"] and values["PTE_SIZE"] for _s, values, _h in ray_figures.values())
@@ -113,7 +114,7 @@ def test_a_node_killed_mid_trial_leaves_every_trial_recorded_once(cluster: Any, 
     project = _project(tmp_path / "ws", "cnn_sweep")
     shutil.rmtree(cluster.np_env["NP_COMPILE_CACHE_DIR"])  # the trials compile again, so they last (the nodes'
     Path(cluster.np_env["NP_COMPILE_CACHE_DIR"]).mkdir()  # cache is this module's own)
-    pool = RayPool(cluster.address, project)
+    pool = RayPool(cluster.address, project, WORKER)
     worker = next(iter(cluster.worker_nodes))
     killed: list[float] = []
     done_at: list[float] = []
@@ -161,7 +162,7 @@ def test_a_node_with_another_np_is_refused_naming_it(cluster: Any, tmp_path: Pat
     project = _project(tmp_path / "ws", "cnn_sweep")
     try:
         with pytest.raises(NetworkError) as caught:
-            RayPool(cluster.address, project)
+            RayPool(cluster.address, project, WORKER)
     finally:
         cluster.remove_node(node)
     assert caught.value.code == "NP-SWP-503" and caught.value.exit_code == 4
@@ -174,7 +175,7 @@ def test_an_address_where_no_ray_runs_is_refused_in_seconds(tmp_path: Path) -> N
     project = _project(tmp_path / "ws", "cnn_sweep")
     started = time.monotonic()
     with pytest.raises(NetworkError) as caught:
-        RayPool("127.0.0.1:9", project)
+        RayPool("127.0.0.1:9", project, WORKER)
     assert time.monotonic() - started < 15
     assert caught.value.code == "NP-SWP-503" and "127.0.0.1:9" in caught.value.message and caught.value.hint
 

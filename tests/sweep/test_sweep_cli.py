@@ -5,6 +5,9 @@ front."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +56,14 @@ def test_a_bad_sweep_file_is_one_issue_per_mistake_with_its_line(tmp_path: Path,
     assert missing.exit_code == 3 and "NP-SWP-404" in missing.stderr
 
 
+def test_report_shows_the_project_even_from_inside_an_experiment(tmp_path: Path, run_np) -> None:
+    project = _project(tmp_path)
+    result = run_np("sweep", "--report", "--json", cwd=project / "experiment_01")
+    assert result.exit_code == 0, result.stderr
+    assert result.json["project"]["name"] == "mlp" and [e["name"] for e in result.json["experiments"]] == [
+        "experiment_01"]
+
+
 @pytest.mark.np_run
 def test_the_layers_strategy_keeps_the_most_damaging_layers_float(tmp_path: Path) -> None:
     project = _project(tmp_path)
@@ -77,3 +88,34 @@ strategy: {layers: {scheme: W8-A8, keep_float: [1, 2]}}
     (project / "sweep.yaml").write_text((project / "sweep.yaml").read_text().replace("scheme: W8-A8,", "scheme: W8-A8_dynamic,"))
     changed = run_np_subprocess("sweep", "--resume", cwd=project)
     assert changed.exit_code == 3 and "NP-SWP-412" in changed.stderr
+
+
+@pytest.mark.np_run
+def test_ctrl_c_stops_the_sweep_with_the_trials_recorded_and_one_way_on(tmp_path: Path) -> None:
+    """Ctrl+C while a trial runs: exit 130, one line saying how to continue, no traceback, and trials.json keeps the
+    trial that was running (np sweep --resume runs it again)."""
+    from np_optimizer.workspace.sweep_files import read_sweep_record
+
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text(MLP_SWEEP)
+    # SIGINT as a foreground np has it (a background job of a shell without job control ignores it: see
+    # tests/cli/test_hostile_inputs.py)
+    proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "sweep", "--json", "--workers", "1"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if json.loads(raw)["kind"] == "trial_start":
+                proc.send_signal(signal.SIGINT)
+                break
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.count("Interrupted.") == 1 and "np sweep --resume continues the sweep" in err, err
+    assert "Traceback" not in err
+    record = read_sweep_record(project)
+    assert record is not None and [(t.number, t.state) for t in record.trials] == [(0, "running")]

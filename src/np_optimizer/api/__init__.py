@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         experiments_list,
         validate,
     )
+    from np_optimizer.api.farm import devices_farm, devices_ls
     from np_optimizer.api.profile import profile
     from np_optimizer.api.projects import (
         devices_list,
@@ -29,25 +30,29 @@ if TYPE_CHECKING:
         workspace_init,
     )
     from np_optimizer.api.report import budgets_to_check, report, write_html_report
-    from np_optimizer.api.run import run
+    from np_optimizer.api.run import run, run_checked
     from np_optimizer.api.status import export, status
+    from np_optimizer.api.sweep import sweep, sweep_front
 
 # name -> the module of this package that defines it
 _WHERE = {
     "dataset_info": "evaluate", "datasets_add": "evaluate", "evaluate": "evaluate",
-    "devices_list": "projects", "models_list": "projects", "project_info": "projects", "projects_create": "projects",
+    "devices_farm": "farm", "devices_ls": "farm", "devices_list": "projects", "models_list": "projects", "project_info": "projects", "projects_create": "projects",
     "projects_list": "projects", "workspace_init": "projects",
     "experiment_info": "experiments", "experiments_create": "experiments", "experiments_detail": "experiments",
     "experiments_list": "experiments", "validate": "experiments",
-    "export": "status", "status": "status", "profile": "profile", "run": "run",
+    "export": "status", "status": "status", "profile": "profile", "run": "run", "run_checked": "run",
     "report": "report", "budgets_to_check": "report", "write_html_report": "report",
+    "sweep": "sweep", "sweep_front": "sweep",
 }
 
 __all__ = [
     "dataset_info",
     "datasets_add",
     "evaluate",
+    "devices_farm",
     "devices_list",
+    "devices_ls",
     "experiment_info",
     "experiments_create",
     "experiments_detail",
@@ -62,7 +67,10 @@ __all__ = [
     "budgets_to_check",
     "write_html_report",
     "run",
+    "run_checked",
     "status",
+    "sweep",
+    "sweep_front",
     "validate",
     "workspace_init",
 ]
@@ -70,7 +78,8 @@ __all__ = [
 
 class _Package(types.ModuleType):
     """Importing a submodule binds it on its package (`api.profile` = the module np_optimizer.api.profile): for the
-    functions named like their module (evaluate, profile, report, run, status) the package keeps the function."""
+    functions named like their module (evaluate, profile, report, run, status, sweep) the package keeps the
+    function."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.records import FarmDevice, FarmPlace, FarmView
+from np_optimizer.records.commands import DeviceListing
 
-__all__ = ["FarmPlace", "FarmDevice", "FarmView", "devices_farm"]
+__all__ = ["FarmPlace", "FarmDevice", "FarmView", "devices_farm", "devices_ls"]
 
 
 def _place(raw: dict[str, Any]) -> FarmPlace:
@@ -48,3 +49,12 @@ def devices_farm(*, cwd: Path | None = None) -> FarmView | None:
         devices.append(FarmDevice(device=name, tags=wanted, places=mine, waiting=queued))
     return FarmView(coordinator=coordinator, devices=tuple(devices),
                     exporters=tuple(str(e) for e in snapshot.get("exporters", [])))
+
+
+def devices_ls(*, filters: dict[str, str] | None = None, sort: str | None = None,
+               cwd: Path | None = None) -> DeviceListing:
+    """np devices ls: the catalogue filtered and sorted (devices_list), and the farm of the workspace around `cwd`."""
+    from np_optimizer.api.projects import devices_list
+
+    devices = devices_list(filters=filters, sort=sort)
+    return DeviceListing(tuple(d.record() for d in devices), devices_farm(cwd=cwd))

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from np_optimizer.logs import quiet_native_output, run_logging
 from np_optimizer.records import RunSummary
+from np_optimizer.records.report import CheckedRun
 from np_optimizer.runner import run_experiment
 from np_optimizer.workspace import resolve_experiment
 
-__all__ = ["run"]
+__all__ = ["run", "run_checked"]
 
 
 def run(*, experiment: str | None = None, project: str | None = None, retry: bool = False,
@@ -37,3 +38,20 @@ def run(*, experiment: str | None = None, project: str | None = None, retry: boo
             quiet_native_output(exp.log_file):
         return run_experiment(exp, retry=retry, profile_method=profile_method, force=force, progress=progress,
                               loaded=(device, config))
+
+
+def run_checked(*, experiment: str | None = None, project: str | None = None, retry: bool = False,
+                profile_method: str | None = None, force: bool = False, budgets: Sequence[str] = (),
+                check_all: bool = False, cwd: Path | None = None, console_write: Callable[[str], None] | None = None,
+                progress: Callable[[str], None] = lambda _t: None) -> CheckedRun:
+    """np run --check: the budgets (run.yaml's `budgets:` with `budgets` overrides, KEY=VALUE) read first, so a bad
+    one stops the command before anything runs; then the run; then, if it succeeded, the budgets checked on its
+    results (`check_all`: on every checkpoint, not the last one only)."""
+    from np_optimizer.api.report import budgets_to_check, report
+
+    folder, _budgets = budgets_to_check(experiment=experiment, project=project, overrides=budgets, cwd=cwd)
+    summary = run(experiment=experiment, project=project, retry=retry, profile_method=profile_method, force=force,
+                  cwd=cwd, console_write=console_write, progress=progress)
+    if summary.status != "success":
+        return CheckedRun(summary)
+    return CheckedRun(summary, report(experiment=str(folder), check=True, budgets=budgets, check_all=check_all))

@@ -7,21 +7,19 @@ from typing import Annotated, Optional
 import typer
 
 from np_optimizer import api
-from np_optimizer.api.farm import FarmView, devices_farm
 from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import print_json, print_plain, print_table
-from np_optimizer.devices import Device
 from np_optimizer.errors import UsageError
-from np_optimizer.records import to_dict
+from np_optimizer.records import DeviceRecord, FarmView, to_dict
 
 app = typer.Typer(help="The device catalogue and what each profiling method gives on it.", no_args_is_help=True)
 
 
-def _methods(device: Device) -> str:
+def _methods(device: DeviceRecord) -> str:
     parts = []
-    for m in device.methods:
-        need = " (SSH)" if m.requires else ""
-        parts.append(f"{m.method}{need}: {', '.join(str(x) for x in m.metrics)}")
+    for method, gives in device.methods.items():
+        need = " (SSH)" if gives.get("requires") else ""
+        parts.append(f"{method}{need}: {', '.join(str(x) for x in gives.get('metrics', ()))}")
     return "; ".join(parts)
 
 
@@ -41,14 +39,14 @@ def ls(
             raise UsageError(f"Invalid --filter '{item}'.", hint="Use key=value, e.g. --filter backend=xnnpack.",
                              code="NP-DEV-410")
         filters[key.strip()] = value.strip()
-    devices = api.devices_list(filters=filters, sort=sort)
-    farm = devices_farm()
+    listing = api.devices_ls(filters=filters, sort=sort)
+    devices, farm = listing.devices, listing.farm
     by_name = {f.device: f for f in farm.devices} if farm else {}
     if json_mode:  # a farm device's entry gains "farm": its tags, places and their state
-        print_json([to_dict(d.record()) | ({"farm": to_dict(by_name[d.name]) | {"coordinator": farm.coordinator}}
-                                   if farm and d.name in by_name else {}) for d in devices])
+        print_json([to_dict(d) | ({"farm": to_dict(by_name[d.device]) | {"coordinator": farm.coordinator}}
+                                  if farm and d.device in by_name else {}) for d in devices])
         return
-    rows = [[d.name, d.runtime, d.backend, d.mlia_target or "-", _methods(d)] for d in devices]
+    rows = [[d.device, d.runtime, d.backend, d.mlia_target or "-", _methods(d)] for d in devices]
     if plain:
         print_plain(["device", "runtime", "backend", "mlia_target", "methods"], rows)
     else:

@@ -64,9 +64,6 @@ def register(app: typer.Typer) -> None:
         if dry_run and retry:
             raise UsageError("--retry cannot be combined with --dry-run.", hint="Drop one of them.")
         checking = (check or bool(budget) or check_all or junit is not None) and not dry_run
-        folder = None
-        if checking:  # bad or missing budgets stop np run before anything runs
-            folder, _budgets = api.budgets_to_check(experiment=experiment, project=project, overrides=budget or ())
         if dry_run:  # np validate, with the plan for this --profile-method
             report = api.validate(experiment=experiment, project=project, profile_method=method)
             if json_mode:
@@ -75,11 +72,15 @@ def register(app: typer.Typer) -> None:
                 print_report(report, title=f"Dry run: {report.experiment}")
             return report.exit_code
         with live_display(quiet=json_mode) as display:
-            summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
-                              force=force, console_write=display.write, progress=display.progress)
-        record = None
-        if folder is not None and summary.status == "success":
-            record = api.report(experiment=str(folder), check=True, budgets=budget, check_all=check_all)
+            if checking:  # bad or missing budgets stop np run before anything runs
+                checked = api.run_checked(experiment=experiment, project=project, retry=retry, profile_method=method,
+                                          force=force, budgets=budget or (), check_all=check_all,
+                                          console_write=display.write, progress=display.progress)
+                summary, record, code = checked.summary, checked.report, checked.exit_code  # 6: a budget failed
+            else:
+                summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
+                                  force=force, console_write=display.write, progress=display.progress)
+                record, code = None, summary.exit_code  # 4: every failure an unreachable device; else 1 or 0
         if json_mode:
             print_json({**summary_dict(summary), **({"budgets": record.data["budgets"]} if record else {})})
         else:
@@ -88,6 +89,4 @@ def register(app: typer.Typer) -> None:
             from np_optimizer.cli.views.report import print_budget_outcome
 
             print_budget_outcome(record, junit, quiet=json_mode)
-            return record.exit_code  # 6 when a budget failed
-        # 4 when every failure is an unreachable device; a failed run is never 0
-        return summary.exit_code
+        return code

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from np_optimizer.cli.options import JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json, print_table
-from np_optimizer.errors import UsageError
+from np_optimizer.errors import EXIT_INTERRUPTED
 from np_optimizer.records import to_dict
+
+if TYPE_CHECKING:
+    from np_optimizer.records.sweep import SweepPlan
 
 _EPILOG = ("Example: np sweep --dry-run   (then: np sweep; after Ctrl+C: np sweep --resume; np report for the front; "
            "np sweep --ray 10.0.0.5:6379 to spread the trials over a Ray cluster)")
 
 
-def _print_plan(plan: object) -> None:
+def _print_plan(plan: SweepPlan) -> None:
     from np_optimizer.cli.sweep_display import params_text
-    from np_optimizer.sweep.plan import SweepPlan
 
-    assert isinstance(plan, SweepPlan)
     what = {"grid": "all", "optuna": f"{plan.budget} trials drawn by Optuna from the"}.get(plan.strategy)
     line(("Dry run: ", "bold"), f"{plan.sweep_file}")
     out.print(f"  base {plan.base}, device method {plan.method}"
@@ -72,64 +73,29 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Search the optimization space of sweep.yaml: each trial is an experiment (experiment_NN) run by np run;
         the study lives in the project's sweep/ folder, so an interrupted sweep continues with --resume."""
-        from np_optimizer.workspace import resolve_project
+        from np_optimizer import api
 
-        owner = resolve_project(project, Path.cwd())
         if report:
-            from np_optimizer.api import report as api_report
             from np_optimizer.cli.views.report import json_view, table_view
 
-            record = api_report(project=str(owner.root))
-            (json_view if json_mode else table_view)(record, None)
+            (json_view if json_mode else table_view)(api.sweep_front(project=project), None)
             return 0
-        from np_optimizer.sweep.plan import plan_sweep
+        from np_optimizer.cli.sweep_display import SweepDisplay
 
-        plan = plan_sweep(owner, file, workers)
+        display = SweepDisplay(json_mode=json_mode, quiet=quiet)
+        with contextlib.nullcontext() if dry_run else display:
+            result = api.sweep(project=project, file=file, dry_run=dry_run, resume=resume, workers=workers, ray=ray,
+                               storage=storage, on_event=display.event)
         if dry_run:
             if json_mode:
-                print_json(to_dict(plan))
+                print_json(to_dict(result.plan))
             else:
-                _print_plan(plan)
+                _print_plan(result.plan)
             return 0
-        return _run(owner, plan, resume=resume, ray=ray, storage=storage, json_mode=json_mode, quiet=quiet)
-
-
-def _run(owner: object, plan: object, *, resume: bool, ray: str | None, storage: str | None, json_mode: bool,
-         quiet: bool) -> int:
-    from np_optimizer.cli.sweep_display import SweepDisplay
-    from np_optimizer.config.sweep import load_sweep
-    from np_optimizer.sweep.driver import SweepRun, run_sweep
-    from np_optimizer.sweep.plan import SweepPlan
-    from np_optimizer.sweep.pool import LocalPool, Pool, threads_per_trial
-    from np_optimizer.workspace import Project
-
-    assert isinstance(owner, Project) and isinstance(plan, SweepPlan)
-    address = os.environ.get("RAY_ADDRESS") if ray == "env" else ray
-    if ray == "env" and not address:
-        raise UsageError("--ray env, but RAY_ADDRESS is not set.", hint="Give the head's address: --ray host:port.")
-    run = SweepRun(owner, load_sweep(Path(plan.sweep_file)), Path(plan.sweep_file), plan.workers, plan.workers_why,
-                   resume=resume, storage=storage)
-    pool: Pool
-    if address:
-        from np_optimizer.sweep.ray_pool import RayPool
-
-        pool = RayPool(address, owner, measure_on=run.sweep.measure_on)
-        run = SweepRun(owner, run.sweep, run.sweep_file, pool.slots, f"Ray cluster at {address}", resume=resume,
-                       storage=storage)
-    else:
-        pool = LocalPool(plan.workers, threads_per_trial(plan.workers, plan.measures_here))
-    display = SweepDisplay(json_mode=json_mode, quiet=quiet)
-    try:
-        with display:
-            record = run_sweep(run, pool, display.event)
-    except KeyboardInterrupt:
-        line(("Interrupted.", "yellow"), " Finished trials are recorded; np sweep --resume continues the sweep "
-             "(trials that were running run again).", stderr=True)
-        return 130
-    failed = [t for t in record.trials if t.state == "failed"]
-    if not json_mode:
-        done = sum(1 for t in record.trials if t.state == "complete")
-        line(("Sweep finished: ", "bold"), f"{done} trial(s) complete, {len(failed)} failed.")
-        out.print("Next: np report   (the project's trials with the Pareto front; np report --html for the chart)",
-                  markup=False)
-    return 0
+        if result.interrupted:
+            return EXIT_INTERRUPTED  # main says how to continue (np sweep --resume)
+        if not json_mode:
+            line(("Sweep finished: ", "bold"), f"{result.complete} trial(s) complete, {result.failed} failed.")
+            out.print("Next: np report   (the project's trials with the Pareto front; np report --html for the chart)",
+                      markup=False)
+        return 0

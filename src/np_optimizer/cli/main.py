@@ -25,6 +25,8 @@ __all__ = ["main"]
 _RESUME = {
     "run": "Finished steps are kept (`np status` lists them); `np run --retry` resumes from the first unfinished one.",
     "profile": "Rounds that finished are kept in report.json; run `np profile` again for the others.",
+    "sweep": "Finished trials are recorded; np sweep --resume continues the sweep (trials that were running run "
+             "again).",
 }
 
 

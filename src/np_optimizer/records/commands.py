@@ -247,3 +247,12 @@ class DeviceRecord:
     mlia_target: str | None
     methods: dict[str, dict[str, Any]]
     notes: str
+
+
+@dataclass(frozen=True)
+class DeviceListing:
+    """`np devices ls`: the catalogue's devices that pass the filters, in the asked order, and the workspace's farm
+    (its devices' places and their state; None without a farm)."""
+
+    devices: tuple[DeviceRecord, ...]
+    farm: FarmView | None = None

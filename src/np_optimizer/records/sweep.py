@@ -3,12 +3,17 @@
 `np sweep` writes it (atomically, after each trial) to `<project>/sweep/trials.json`; `np report` at the project level
 and the HTML report read it to draw the front. The values are copied from each trial's report when the trial ends,
 in the metric's stored unit (UNITS in np_optimizer.metrics), so the front needs no experiment to be re-read.
+
+Also what crosses the sweep's process boundaries: the TrialJob a pool hands its worker (as JSON), the TrialResult the
+worker reports (one JSON line, or a Ray task's return: the figures the driver tells the study), and what `np sweep`
+returns (SweepPlan, SweepResult).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 __all__ = ["SweepObjective", "SweepConstraint", "SweepTrial", "SweepRecord", "TRIAL_STATES", "COMPLETE", "FAILED",
            "RUNNING", "WAITING"]
@@ -135,3 +140,114 @@ class FrontView:
 
     def point(self, number: int) -> FrontPoint | None:
         return next((p for p in self.trials if p.number == number), None)
+
+
+__all__ += ["TrialJob", "TrialError", "TrialFigure", "TrialResult", "TrialStatus", "PlannedTrial", "SweepPlan",
+            "SweepResult"]
+
+TrialStatus = Literal["success", "failed"]
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial handed to a pool: its experiment folder and what to do there (JSON: the worker process's argument)."""
+
+    number: int
+    experiment_dir: Path
+    method: str | None = None
+    retry: bool = False  # reuse the finished steps (a trial that was running when the sweep stopped)
+    measure_on: str | None = None  # then measure the last checkpoint on this device
+    metrics: tuple[str, ...] = ()  # the sweep's metrics (objectives, then constraints): the figures it reports
+    measure_only: bool = False  # the steps ran elsewhere (a Ray node): only measure here
+
+
+@dataclass(frozen=True)
+class TrialError:
+    """Why a trial failed: the error that stopped it, as np reports errors."""
+
+    message: str
+    hint: str | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class TrialFigure:
+    """One of the sweep's metrics for the trial's last checkpoint, in the metric's stored unit."""
+
+    metric: str  # LATENCY
+    value: float | None  # None: not given (see why)
+    unit: str  # ms
+    why: str | None = None  # why there is no value: "not given by this device and method"
+
+    @property
+    def missing(self) -> str | None:
+        """The line a trial's reason shows for it: "latency: not given by this device and method"."""
+        return None if self.why is None else f"{self.metric.lower()}: {self.why}"
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """How one trial ended, as its worker reports it (one JSON line of the local pool's child, or a Ray task's
+    return): success or failed, the figures of its last checkpoint, the error that stopped it."""
+
+    experiment: str  # experiment_07
+    status: TrialStatus
+    duration_s: float | None = None
+    checkpoint: str | None = None  # the checkpoint the figures are of: GRAPH_QUANTIZE
+    figures: tuple[TrialFigure, ...] = ()  # one per metric of the sweep, in the sweep's order
+    caveats: tuple[str, ...] = ()  # one line each: a value that covers part of the model only (NPU part)
+    notes: tuple[str, ...] = ()  # one line each: what else the figures lack (no measured round on the device)
+    error: TrialError | None = None
+    node: str | None = None  # the Ray node that ran its steps
+    schema_version: int = 1
+
+    @property
+    def values(self) -> dict[str, float | None]:
+        """metric -> value, as sweep/trials.json keeps them."""
+        return {f.metric: f.value for f in self.figures}
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    params: dict[str, Any]
+    steps: tuple[str, ...]
+    problems: tuple[str, ...]  # why this trial will fail (its run.yaml breaks a rule of the device or model)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What `np sweep` will do, before it does it (`np sweep --dry-run --json` prints it)."""
+
+    project: str
+    sweep_file: str
+    base: str
+    strategy: str
+    budget: int  # trials the sweep will run
+    grid: int  # distinct configurations in the space
+    method: str
+    measure_on: str | None
+    objectives: tuple[str, ...]
+    constraints: tuple[str, ...]
+    workers: int
+    workers_why: str
+    measures_here: bool  # a trial measures on this machine (its latency must not share the CPU)
+    trials: tuple[PlannedTrial, ...]  # grid: in the order they run; optuna: the space it draws from
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """`np sweep`: its plan; with a run, the sweep's record when it ended (or when it was interrupted, as far as
+    trials.json got; None for a study kept in a database and stopped before it wrote a record)."""
+
+    plan: SweepPlan
+    record: SweepRecord | None = None
+    interrupted: bool = False  # Ctrl+C: finished trials are recorded; np sweep --resume continues
+
+    @property
+    def complete(self) -> int:
+        return sum(1 for t in self.record.trials if t.state == COMPLETE) if self.record else 0
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for t in self.record.trials if t.state == FAILED) if self.record else 0

@@ -1,6 +1,7 @@
 """The sweep's one driving process: it proposes trials (study.py), writes each trial's experiment, hands it to a pool
-(local processes or Ray tasks), reads the finished experiment's values back and tells the study; after every change
-it writes the sweep record (trials.json) that the reports read. Only this process writes the study and the record.
+(local processes or Ray tasks), tells the study the figures each finished trial reports (its TrialResult); after
+every change it writes the sweep record (trials.json) that the reports read. Only this process writes the study and
+the record.
 
 Events go to `on_event` as plain dicts (kind: start, trial_start, progress, trial_done, end), which the command line
 shows as live lines or JSON lines.
@@ -32,8 +33,10 @@ from np_optimizer.records.sweep import (
     SweepObjective,
     SweepRecord,
     SweepTrial,
+    TrialJob,
+    TrialResult,
 )
-from np_optimizer.sweep.pool import Pool, TrialJob
+from np_optimizer.sweep.pool import Pool
 from np_optimizer.sweep.study import STUDY_NAME, Proposal, SweepStudy
 from np_optimizer.workspace import Experiment, Project
 from np_optimizer.workspace.layout import next_experiment_name
@@ -199,42 +202,30 @@ class _Driver:
         self.on_event({"kind": "trial_start", "number": proposal.number, "experiment": name,
                        "params": proposal.params, "rerun": retry})
         self.pool.submit(TrialJob(proposal.number, exp.root, self.run.sweep.method, retry=retry,
-                                  measure_on=self.run.sweep.measure_on))
+                                  measure_on=self.run.sweep.measure_on, metrics=tuple(metrics_of(self.run.sweep))))
 
-    def _finish(self, number: int, done: dict[str, Any]) -> None:
-        from np_optimizer.sweep.values import trial_values
-
+    def _finish(self, number: int, result: TrialResult) -> None:
+        """Tell the study what the trial reported: complete when it succeeded with a value for every objective."""
         trial = self.trials[number]
-        error = done.get("error") or {}
-        reason = None
-        values: dict[str, float | None] = {}
-        checkpoint = None
-        caveats: tuple[str, ...] = ()
-        if done.get("status") == "success":
-            try:
-                got = trial_values(Experiment(self.run.project.root / trial.experiment), metrics_of(self.run.sweep),
-                                   self.run.sweep.measure_on)
-                values, checkpoint, caveats = got.values, got.checkpoint, got.caveats
-                objectives = {str(o.metric) for o in self.run.sweep.objectives}
-                lacking = [m for m in got.missing if m.split(":")[0].upper() in objectives]
-                reason = "; ".join(lacking) or None
-            except Exception as exc:  # noqa: BLE001 - a damaged report fails the trial, not the sweep
-                reason = f"its report cannot be read: {exc}"
+        objectives = {str(o.metric) for o in self.run.sweep.objectives}
+        values = result.values if result.status == "success" else {}
+        if result.status == "success":
+            reason = "; ".join(f.missing for f in result.figures if f.missing and f.metric in objectives) or None
         else:
-            reason = str(error.get("message") or "failed").splitlines()[0]
+            reason = (result.error.message if result.error else "failed").splitlines()[0]
+        caveats, checkpoint = result.caveats, result.checkpoint
         self.study.tell(number, values, reason, {"values": values, "checkpoint": checkpoint,
-                                                 "duration_s": done.get("duration_s"), "caveats": list(caveats)})
-        state = FAILED if reason is not None and (done.get("status") != "success" or
-                                                   any(values.get(str(o.metric)) is None
-                                                       for o in self.run.sweep.objectives)) else COMPLETE
+                                                 "duration_s": result.duration_s, "caveats": list(caveats)})
+        state = FAILED if reason is not None and (result.status != "success" or
+                                                   any(values.get(m) is None for m in objectives)) else COMPLETE
         self.trials[number] = replace(trial, state=state, values=values, reason=reason, checkpoint=checkpoint,
-                                      duration_s=done.get("duration_s"), caveats=caveats)
+                                      duration_s=result.duration_s, caveats=caveats)
         if self.run.sweep.strategy.name == "layers" and trial.params.get("layers.keep_float") == 0:
             self._rank(trial.experiment, state)
         self._save()
         self.on_event({"kind": "trial_done", "number": number, "experiment": trial.experiment, "state": state,
-                       "values": values, "reason": reason, "hint": error.get("hint"),
-                       "duration_s": done.get("duration_s"), **self._counts()})
+                       "values": values, "reason": reason, "hint": result.error.hint if result.error else None,
+                       "duration_s": result.duration_s, **self._counts()})
 
     def _rank(self, experiment: str, state: str) -> None:
         """After the layers strategy's first trial: rank its layers (stored in the study, so a resume keeps them)."""
@@ -323,8 +314,8 @@ class _Driver:
                         self.on_event({"kind": "progress", "number": event.number, "text": event.text,
                                        "elapsed_s": round(time.monotonic() - self.started_at.get(
                                            event.number, time.monotonic()), 1)})
-                    else:
-                        self._finish(event.number, event.done)
+                    elif event.result is not None:
+                        self._finish(event.number, event.result)
         finally:
             self.pool.close()
         record = record_of(self.run, self.trials)

@@ -3,15 +3,14 @@ and model like `np validate` does), the budget, and the pool's size (`np sweep -
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from np_optimizer.config.detail_config import validate_detail
 from np_optimizer.config.run_config import validate_run
 from np_optimizer.config.sweep import SWEEP_FILE, SweepConfig, load_sweep
 from np_optimizer.config.sweep_space import detail_for
 from np_optimizer.devices import default_method, get_device
+from np_optimizer.records.sweep import PlannedTrial, SweepPlan
 from np_optimizer.sweep.driver import base_experiment, base_run
 from np_optimizer.sweep.pool import default_workers
 from np_optimizer.sweep.study import SweepStudy
@@ -19,33 +18,7 @@ from np_optimizer.workspace import Project
 from np_optimizer.workspace.remote import remote_for
 from np_optimizer.workspace.sweep_files import sweep_dir
 
-__all__ = ["PlannedTrial", "SweepPlan", "plan_sweep", "sweep_file_of"]
-
-
-@dataclass(frozen=True)
-class PlannedTrial:
-    params: dict[str, Any]
-    steps: tuple[str, ...]
-    problems: tuple[str, ...]  # why this trial will fail (its run.yaml breaks a rule of the device or model)
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    project: str
-    sweep_file: str
-    base: str
-    strategy: str
-    budget: int  # trials the sweep will run
-    grid: int  # distinct configurations in the space
-    method: str
-    measure_on: str | None
-    objectives: tuple[str, ...]
-    constraints: tuple[str, ...]
-    workers: int
-    workers_why: str
-    measures_here: bool  # a trial measures on this machine (its latency must not share the CPU)
-    trials: tuple[PlannedTrial, ...]  # grid: in the order they run; optuna: the space it draws from
-    warnings: tuple[str, ...] = ()
+__all__ = ["PlannedTrial", "SweepPlan", "plan_sweep", "plan_of", "sweep_file_of"]
 
 
 def sweep_file_of(project: Project, file: Path | None) -> Path:
@@ -73,7 +46,11 @@ def workers_for(project: Project, sweep: SweepConfig, asked: int | None) -> tupl
 
 def plan_sweep(project: Project, file: Path | None = None, workers: int | None = None) -> SweepPlan:
     path = sweep_file_of(project, file)
-    sweep = load_sweep(path)
+    return plan_of(project, path, load_sweep(path), workers)
+
+
+def plan_of(project: Project, path: Path, sweep: SweepConfig, workers: int | None = None) -> SweepPlan:
+    """The plan of `sweep` (loaded from `path`): every trial's run.yaml checked, the pool's size and why."""
     device = get_device(project.device_name)
     first = base_experiment(project, sweep)
     base = base_run(project, sweep)

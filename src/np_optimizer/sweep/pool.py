@@ -1,21 +1,19 @@
-"""The local pool: each trial in a child process of its own (`python -m np_optimizer.sweep.trial`), its progress
-read back as JSON lines. A child dies with the sweep (processes.dies_with_parent), so a killed sweep leaves no trial behind
-holding its experiment's lock."""
+"""The local pool: each trial in a child process of its own (the worker's module: worker.py), its progress and its
+result read back as JSON lines. A child dies with the sweep (processes.dies_with_parent), so a killed sweep leaves no
+trial behind holding its experiment's lock."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import subprocess
-import sys
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-from np_optimizer.processes import dies_with_parent
+from np_optimizer.records.sweep import TrialJob, TrialResult
+from np_optimizer.sweep.worker import Worker, read_events, start
 
 __all__ = ["TrialJob", "TrialEvent", "Pool", "LocalPool", "default_workers", "threads_per_trial", "TRIAL_MEMORY_BYTES"]
 
@@ -23,20 +21,11 @@ TRIAL_MEMORY_BYTES = 2 * 1024 ** 3  # a trial's peak (torch, ExecuTorch, Vela) o
 
 
 @dataclass(frozen=True)
-class TrialJob:
-    number: int
-    experiment_dir: Path
-    method: str | None = None
-    retry: bool = False  # reuse the finished steps (a trial that was running when the sweep stopped)
-    measure_on: str | None = None  # then measure the last checkpoint on this device
-
-
-@dataclass(frozen=True)
 class TrialEvent:
     number: int
     kind: str  # progress | done
     text: str = ""
-    done: dict[str, Any] = field(default_factory=dict)  # status, error, duration_s (kind done)
+    result: TrialResult | None = None  # kind done: how the trial ended
 
 
 class Pool(Protocol):
@@ -74,48 +63,24 @@ def default_workers(measured_on_host: bool) -> tuple[int, str]:
 
 
 class LocalPool:
-    def __init__(self, workers: int, threads: int | None = None) -> None:
-        """`threads`: torch's intra-op threads per trial (OMP_NUM_THREADS), so parallel trials do not oversubscribe
-        the cores; None leaves the default (a trial that measures on this machine must time as np run does)."""
+    def __init__(self, workers: int, worker: Worker, threads: int | None = None) -> None:
+        """`worker`: what runs each trial; `threads`: torch's intra-op threads per trial (OMP_NUM_THREADS), so
+        parallel trials do not oversubscribe the cores; None leaves the default (a trial that measures on this
+        machine must time as np run does)."""
         self.slots = workers
+        self.worker = worker
         self.threads = threads
         self._events: queue.Queue[TrialEvent] = queue.Queue()
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def submit(self, job: TrialJob) -> None:
-        command = [sys.executable, "-m", "np_optimizer.sweep.trial", str(job.experiment_dir)]
-        if job.method:
-            command += ["--method", job.method]
-        if job.retry:
-            command.append("--retry")
-        if job.measure_on:
-            command += ["--measure-on", job.measure_on]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if self.threads is not None:
-            env["OMP_NUM_THREADS"] = str(self.threads)
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                 env=env, preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
+        child = start(self.worker, job, self.threads)
         self._children[job.number] = child
-        assert child.stdout is not None
-        threading.Thread(target=self._read, args=(job.number, child, child.stdout), daemon=True).start()
+        threading.Thread(target=self._read, args=(job, child), daemon=True).start()
 
-    def _read(self, number: int, child: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
-        done: dict[str, Any] | None = None
-        for raw in stream:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if event.get("event") == "progress":
-                self._events.put(TrialEvent(number, "progress", str(event.get("text", ""))))
-            elif event.get("event") == "done":
-                done = event
-        code = child.wait()
-        if done is None:  # killed, out of memory, or a crash before the trial could say so
-            why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            done = {"status": "failed", "error": {"message": f"the trial's process ended without a result ({why})",
-                                                  "hint": "See the experiment's logs/execution.log."}}
-        self._events.put(TrialEvent(number, "done", done=done))
+    def _read(self, job: TrialJob, child: subprocess.Popen[bytes]) -> None:
+        result = read_events(job, child, lambda text: self._events.put(TrialEvent(job.number, "progress", text)))
+        self._events.put(TrialEvent(job.number, "done", result=result))
 
     def poll(self, timeout: float) -> list[TrialEvent]:
         out = []

@@ -6,7 +6,7 @@ marker and devices.yaml, and the trial's experiment folder as it is now), runs t
 its node, and returns the experiment folder after the run as bytes, which replace the project's folder here. A task
 whose worker or node dies is retried elsewhere by Ray (`max_retries`); from the same inputs, so a trial is recorded
 once. Measurements never run on a Ray node: a trial that measures is measured here afterwards, one at a time, through
-np's device queue (a child `python -m np_optimizer.sweep.trial DIR --measure-only`).
+np's device queue (the worker's child process, with the job's `measure_only`).
 
 At connect every alive node is asked for its versions of np (and a digest of its source files) and of the libraries
 behind the figures; a difference is NP-SWP-503 naming the node, the package and both versions.
@@ -17,24 +17,25 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import os
 import platform
 import queue
 import shutil
 import socket
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 from np_optimizer.errors import NetworkError
-from np_optimizer.processes import dies_with_parent
-from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent, TrialJob
+from np_optimizer.records.codec import from_dict, to_dict
+from np_optimizer.records.sweep import TrialJob, TrialResult
+from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent
+from np_optimizer.sweep.worker import Worker, failed_result, read_events, start
 from np_optimizer.workspace import WORKSPACE_FILE, Project
 
 __all__ = ["RayPool", "node_versions", "CHECKED_PACKAGES"]
@@ -85,12 +86,11 @@ def _unpack(data: bytes, into: Path) -> None:
 # -- the node's side -------------------------------------------------------------------------------------------------
 
 
-def _node_task(project_files: bytes, experiment_files: bytes, where: tuple[str, str, str], method: str | None,
-               retry: bool) -> tuple[dict[str, Any], bytes, str]:
-    """Run one trial on a Ray node: (its done event, its experiment folder after the run as a tar, the node's IP)."""
+def _node_task(project_files: bytes, experiment_files: bytes, where: tuple[str, str, str], job: TrialJob,
+               run: Worker) -> tuple[dict[str, Any], bytes, str]:
+    """Run one trial's steps on a Ray node: (its TrialResult as JSON, its experiment folder after the run as a tar,
+    the node's IP). Its figures are the node's; a trial that measures is measured (and its figures read) here."""
     import ray
-
-    from np_optimizer.sweep.trial import run_trial
 
     workspace, project, experiment = where
     with tempfile.TemporaryDirectory(prefix="np-sweep-ray-") as tmp:
@@ -98,8 +98,8 @@ def _node_task(project_files: bytes, experiment_files: bytes, where: tuple[str, 
         _unpack(project_files, root)
         _unpack(experiment_files, root / project)
         folder = root / project / experiment
-        done = run_trial(folder, method=method, retry=retry, measure_on=None, emit=lambda _event: None)
-        return done, _pack([(folder, experiment)]), str(cast(Any, ray.util).get_node_ip_address())
+        result = run.run(replace(job, experiment_dir=folder, measure_on=None), lambda _text: None)
+        return to_dict(result), _pack([(folder, experiment)]), str(cast(Any, ray.util).get_node_ip_address())
 
 
 # -- the driver's side -----------------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def _task_failure(exc: BaseException) -> str:
 class RayPool:
     """Trials as Ray tasks on the cluster at `address` (host:port of the head, ray://host:port, or auto)."""
 
-    def __init__(self, address: str, project: Project, *, measure_on: str | None = None) -> None:
+    def __init__(self, address: str, project: Project, worker: Worker, *, measure_on: str | None = None) -> None:
         import logging
 
         import ray
@@ -157,7 +157,7 @@ class RayPool:
                                hint="Give the head's GCS address (host:6379), start Ray on this machine first (ray "
                                     "start --address=HEAD:6379), or use the Ray Client (ray://HEAD:10001).",
                                code=_CODE) from None
-        self.address, self.project, self.measure_on = address, project, measure_on
+        self.address, self.project, self.worker, self.measure_on = address, project, worker, measure_on
         try:
             nodes = [n for n in cast(Any, ray).nodes() if n.get("Alive")]
             self._check_versions(nodes)
@@ -169,7 +169,7 @@ class RayPool:
         self._project_ref: Any = None  # the project's files, put in the object store once
         self._tasks: dict[Any, TrialJob] = {}  # object ref -> its job
         self._events: queue.Queue[TrialEvent] = queue.Queue()
-        self._measures: queue.Queue[tuple[TrialJob, dict[str, Any]]] = queue.Queue()
+        self._measures: queue.Queue[tuple[TrialJob, TrialResult | None]] = queue.Queue()
         self._measuring: set[int] = set()
         self._child: subprocess.Popen[bytes] | None = None
         self._closed = False
@@ -239,8 +239,7 @@ class RayPool:
     def submit(self, job: TrialJob) -> None:
         folder = job.experiment_dir
         where = (self.project.root.parent.name, self.project.root.name, folder.name)
-        ref = self._remote.remote(self._project_files(), _pack([(folder, folder.name)]), where, job.method,
-                                  job.retry)
+        ref = self._remote.remote(self._project_files(), _pack([(folder, folder.name)]), where, job, self.worker)
         self._tasks[ref] = job
         self._events.put(TrialEvent(job.number, "progress", "queued on the Ray cluster"))
 
@@ -249,75 +248,55 @@ class RayPool:
 
         job = self._tasks.pop(ref)
         try:
-            done, files, node = ray.get(ref)
+            data, files, node = ray.get(ref)
         except Exception as exc:  # noqa: BLE001 - the trial fails with the reason; the sweep goes on
-            self._events.put(TrialEvent(job.number, "done", done={
-                "event": "done", "status": "failed", "duration_s": None,
-                "error": {"code": _CODE, "message": _task_failure(exc),
-                          "hint": "See the Ray cluster's logs (ray logs), or run the sweep here without --ray."}}))
+            self._events.put(TrialEvent(job.number, "done", result=failed_result(
+                job, _task_failure(exc), "See the Ray cluster's logs (ray logs), or run the sweep here without --ray.",
+                code=_CODE)))
             return
-        done = {**done, "node": node}
+        result = replace(from_dict(TrialResult, data), node=node)
         try:
             _replace_folder(job.experiment_dir, files)
         except (OSError, tarfile.TarError) as exc:
-            done = {**done, "status": "failed", "error": {
-                "message": f"the trial's results from Ray node {node} cannot be written here: {exc}",
-                "hint": f"Check that {job.experiment_dir.parent} is writable and has space."}}
+            result = replace(failed_result(job, f"the trial's results from Ray node {node} cannot be written here: "
+                                                f"{exc}", f"Check that {job.experiment_dir.parent} is writable and has "
+                                                          "space.", duration_s=result.duration_s), node=node)
         measure_on = job.measure_on if job.measure_on is not None else self.measure_on
-        if done.get("status") == "success" and measure_on:
+        if result.status == "success" and measure_on:
             self._events.put(TrialEvent(job.number, "progress", f"ran on node {node}; waiting to measure here"))
             self._measuring.add(job.number)
-            self._measures.put((job, done))
+            self._measures.put((replace(job, measure_on=measure_on, measure_only=True), result))
             if self._measurer is None:
                 self._measurer = threading.Thread(target=self._measure_loop, daemon=True)
                 self._measurer.start()
         else:
-            self._events.put(TrialEvent(job.number, "done", done=done))
+            self._events.put(TrialEvent(job.number, "done", result=result))
 
     def _measure_loop(self) -> None:
         """Measure finished trials here, one at a time (a measurement beside another would time both)."""
         while not self._closed:
-            job, done = self._measures.get()
-            if self._closed:
+            job, ran = self._measures.get()
+            if self._closed or ran is None:
                 break
-            measure_on = job.measure_on if job.measure_on is not None else self.measure_on
-            assert measure_on is not None
             try:
-                measured = self._measure(job, measure_on)
+                measured = self._measure(job)
             except OSError as exc:  # no process could start: the trial fails, the sweep goes on
-                measured = {"status": "failed", "error": {"message": f"the measurement on {measure_on} could not "
-                                                                     f"start: {exc}", "hint": None}}
-            total = (done.get("duration_s") or 0) + (measured.get("duration_s") or 0)
-            final = {**done, **measured, "duration_s": round(total, 3), "node": done.get("node")}
-            self._events.put(TrialEvent(job.number, "done", done=final))
+                measured = failed_result(job, f"the measurement on {job.measure_on} could not start: {exc}")
+            total = (ran.duration_s or 0) + (measured.duration_s or 0)
+            self._events.put(TrialEvent(job.number, "done", result=replace(measured, duration_s=round(total, 3),
+                                                                             node=ran.node)))
             self._measuring.discard(job.number)  # after: the driver must never see 0 running with a result unread
 
-    def _measure(self, job: TrialJob, device: str) -> dict[str, Any]:
-        command = [sys.executable, "-m", "np_optimizer.sweep.trial", str(job.experiment_dir), "--measure-only",
-                   "--measure-on", device]
-        if job.method:
-            command += ["--method", job.method]
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                 preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
+    def _measure(self, job: TrialJob) -> TrialResult:
+        """The worker's child measures the trial's last checkpoint here and reads its figures (with the measured
+        round)."""
+        child = start(self.worker, job)
         self._child = child
-        done: dict[str, Any] | None = None
-        assert child.stdout is not None
-        for raw in child.stdout:
-            with contextlib.suppress(ValueError):
-                event = json.loads(raw)
-                if event.get("event") == "progress":
-                    self._events.put(TrialEvent(job.number, "progress", str(event.get("text", ""))))
-                elif event.get("event") == "done":
-                    done = event
-        code = child.wait()
-        self._child = None
-        if done is None:
-            why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            done = {"status": "failed", "error": {"message": f"the measurement on {device} ended without a result "
-                                                             f"({why})",
-                                                  "hint": "See the experiment's logs/execution.log."}}
-        return done
+        try:
+            return read_events(job, child, lambda text: self._events.put(TrialEvent(job.number, "progress", text)),
+                               what=f"the measurement on {job.measure_on}")
+        finally:
+            self._child = None
 
     def poll(self, timeout: float) -> list[TrialEvent]:
         import ray
@@ -348,7 +327,7 @@ class RayPool:
         import ray
 
         self._closed = True
-        self._measures.put((TrialJob(-1, Path()), {}))  # wakes the measuring thread so that it ends
+        self._measures.put((TrialJob(-1, Path()), None))  # wakes the measuring thread so that it ends
         child = self._child
         if child is not None:
             with contextlib.suppress(ProcessLookupError):

@@ -1,5 +1,6 @@
 """A finished trial's figures: the values of the sweep's metrics for its last checkpoint, read from the trial's own
-report (the same numbers `np report` shows for that experiment), each in the metric's stored unit."""
+report (the same numbers `np report` shows for that experiment), each in the metric's stored unit. The trial's worker
+reads them where the trial ran and reports them in its TrialResult."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.sweep import TrialFigure
 from np_optimizer.report.model import build_experiment_report
 from np_optimizer.workspace import Experiment
 from np_optimizer.workspace.store import ExperimentStore
@@ -18,8 +21,8 @@ __all__ = ["TrialValues", "trial_values"]
 @dataclass(frozen=True)
 class TrialValues:
     checkpoint: str
-    values: dict[str, float | None]  # metric -> value; None: not given (see missing)
-    missing: tuple[str, ...]  # one line per metric the trial did not give, with why
+    figures: tuple[TrialFigure, ...]  # one per metric, in the order asked; a value of None says why
+    notes: tuple[str, ...] = ()  # what else is missing: no measured round on the device
     caveats: tuple[str, ...] = ()  # one line per metric that covers part of the model only
 
 
@@ -36,26 +39,27 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
     built = build_experiment_report(ExperimentStore(exp).read_report())
     row = built.rows[-1]
     values: dict[str, float | None] = {}
-    missing = []
+    whys: dict[str, str] = {}
+    notes = []
     measured: dict[str, Any] = {}
     if measure_on is not None:
         found = _measured(built.post_hoc_all, row.checkpoint, None, measure_on)
         if found is None:
-            missing.append(f"no measured round of {row.checkpoint.lower()} on {measure_on}")
+            notes.append(f"no measured round of {row.checkpoint.lower()} on {measure_on}")
         else:
             measured = {m["metric_type"]: m.get("value") for m in found.get("metrics", [])}
     for metric in metrics:
         value = measured[metric] if metric in measured else row.value(metric)
         if value is not None and math.isinf(value):
             value = None
-            missing.append(f"{metric.lower()}: the outputs are identical to INPUT_MODEL's (no finite SNR)")
+            whys[metric] = "the outputs are identical to INPUT_MODEL's (no finite SNR)"
         elif value is None:
             why = "not given by this device and method"
             if row.profile is not None and row.profile.get("status") == "FAILED":
                 why = f"profiling failed: {(row.profile.get('error') or {}).get('message')}"
             elif row.profile is None and metric not in ("SNR", "MAX_ABS_ERROR", "PTE_SIZE"):
                 why = f"{row.checkpoint.lower()} was not profiled"
-            missing.append(f"{metric.lower()}: {why}")
+            whys[metric] = why
         values[metric] = None if value is None else float(value)
     caveats = []
     for metric in values:
@@ -63,4 +67,9 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
         if values[metric] is not None and metric not in measured and coverage:  # a total of the NPU part only
             caveats.append(f"{metric.lower()} covers the NPU part only: layers left on the CPU are not estimated "
                            "(np report --layers in its experiment)")
-    return TrialValues(row.checkpoint, values, tuple(missing), tuple(caveats))
+    figures = tuple(TrialFigure(metric, value, _unit(metric), whys.get(metric)) for metric, value in values.items())
+    return TrialValues(row.checkpoint, figures, tuple(notes), tuple(caveats))
+
+
+def _unit(metric: str) -> str:
+    return UNITS.get(MetricType(metric), "") if metric in MetricType.__members__ else ""

@@ -1,0 +1,106 @@
+"""One trial of np sweep, the worker's side: np run of the trial's experiment, then (with the sweep's `measure_on`)
+np profile of its last checkpoint on that device, over this API; then its figures, read where it ran. The local pool
+runs it as a child process (`python -m np_optimizer.api.trial JOB_JSON`: JSON lines out, the last one its
+TrialResult), a Ray task calls `run_trial` in the task's process (sweep/worker.py: the protocol)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from np_optimizer.errors import ValidationFailed, error_record
+from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
+from np_optimizer.sweep.worker import Emit, Worker, job_of, progress_line, result_line
+
+__all__ = ["run_trial", "main", "WORKER"]
+
+
+def measuring_method(device_name: str) -> str:
+    """The device's method that measures (np profile -d DEVICE --method it)."""
+    from np_optimizer.devices import get_device
+
+    device = get_device(device_name)
+    return next((m.method for m in device.methods if m.result_kind == "measured"), device.methods[0].method)
+
+
+def _error(record: dict[str, Any] | None, default: str) -> TrialError:
+    record = record or {}
+    return TrialError(str(record.get("message") or default), record.get("hint"), record.get("code"))
+
+
+def _steps_and_measurement(job: TrialJob, emit: Emit) -> TrialError | None:
+    """Run the experiment (unless `measure_only`), then measure its last checkpoint on `measure_on`: the error that
+    stopped the trial, or None."""
+    from np_optimizer.api.profile import profile
+    from np_optimizer.api.run import run
+
+    folder = str(job.experiment_dir)
+    if not job.measure_only:
+        summary = run(experiment=folder, retry=job.retry, profile_method=job.method, progress=emit)
+        if summary.error is not None:
+            return _error(summary.error, "the run failed")
+        if summary.status != "success":
+            failed = [p for p in summary.profile if p.status != "SUCCESS"]
+            return _error(failed[0].error if failed else None, "a profiling round failed")
+    if job.measure_on:
+        emit(f"measuring on {job.measure_on}")
+        measured = profile(["OUTPUT_MODEL"], experiment=folder, device=job.measure_on,
+                               method=measuring_method(job.measure_on))
+        failed_rounds = [r for r in measured.results if r.status != "SUCCESS"]
+        if failed_rounds:
+            return _error(failed_rounds[0].error, f"the measurement on {job.measure_on} failed")
+    return None
+
+
+def run_trial(job: TrialJob, emit: Emit = lambda _text: None) -> TrialResult:
+    """Run the trial to its end and report it: success with the figures of its last checkpoint (the sweep's metrics,
+    as its report gives them), or failed with the error that stopped it. Never raises for the trial's failures."""
+    from np_optimizer.sweep.values import trial_values
+    from np_optimizer.workspace import Experiment
+
+    started = time.monotonic()
+    result = TrialResult(job.experiment_dir.name, "failed")
+    try:
+        error = _steps_and_measurement(job, emit)
+        if error is not None:
+            result = replace(result, error=error)
+        else:
+            try:
+                got = trial_values(Experiment(job.experiment_dir), job.metrics, job.measure_on)
+            except Exception as exc:  # noqa: BLE001 - a damaged report fails the trial, not the sweep
+                result = replace(result, error=TrialError(f"its report cannot be read: {exc}"))
+            else:
+                result = replace(result, status="success", checkpoint=got.checkpoint, figures=got.figures,
+                                 notes=got.notes, caveats=got.caveats)
+    except ValidationFailed as exc:  # the trial's run.yaml breaks a rule of the device or model: say which
+        errors = [i for i in exc.issues if not i.is_warning]
+        first = errors[0] if errors else None
+        result = replace(result, error=TrialError(f"run.yaml: {first.message}" if first else exc.message,
+                                                  first.hint if first else exc.hint, exc.code))
+    except Exception as exc:  # noqa: BLE001 - any failure is the trial's, recorded with its reason; the sweep goes on
+        result = replace(result, error=_error(error_record(exc), "failed"))
+    return replace(result, duration_s=round(time.monotonic() - started, 3))
+
+
+WORKER = Worker("np_optimizer.api.trial", run_trial)
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = job_of((sys.argv[1:] if argv is None else argv)[0])
+    # the run sends the libraries' output to its log by fd; the lines keep their own copy of stdout
+    lines = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+
+    def emit(text: str) -> None:
+        lines.write(progress_line(text))
+        lines.flush()
+
+    lines.write(result_line(run_trial(job, emit)))
+    lines.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
