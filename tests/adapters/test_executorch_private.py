@@ -75,6 +75,16 @@ def test_quantized_embedding_ops_and_the_experimental_warning() -> None:
             warnings.warn("x", category, stacklevel=1)
 
 
+def test_int4_embedding_packing_and_the_unchecked_edge_config() -> None:
+    table = torch.tensor([[1, 2, -8, 7]], dtype=torch.int8)
+    packed = ep.pack_embedding_weight(table, 4)  # shifted by 8 into 0..15, two to a byte, the first high
+    assert packed.dtype == torch.uint8 and packed.tolist() == [[(9 << 4) | 10, (0 << 4) | 15]]
+    config = ep.edge_config_unchecked()
+    from executorch.exir import EdgeCompileConfig
+
+    assert isinstance(config, EdgeCompileConfig) and config._check_ir_validity is False
+
+
 def test_an_edge_op_unwraps_to_its_aten_overload(lowered: Any) -> None:
     from executorch.exir.dialects._ops import ops as exir_ops
 

@@ -10,6 +10,8 @@ moves or changes one fails there first, not deep inside a compile or a profile.
                               quantized_decomposed::embedding_byte / embedding_4bit ops for export and to_edge
     experimental_warning      `exir._warnings.ExperimentalWarning`, the category of "experimental API" warnings
     edge_op_overload          the ATen OpOverload an edge dialect op wraps (EdgeOpOverload._op)
+    pack_embedding_weight     quant_fusion::_pack_embedding_weight: ExecuTorch's int4 packing of an embedding table
+    edge_config_unchecked     EdgeCompileConfig(_check_ir_validity=False): to_edge without the core-ATen check
     arm_partition_hooks       calls around each NPU partition's TOSA lowering and Vela compile in the Arm backend:
                               TOSABackend._preprocess and EthosUBackend._compile_tosa_flatbuffer patched for a block,
                               the partition's tag (arm_get_first_delegation_tag) and its compile spec's intermediate
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["deserialize_pte", "xnnpack_graph_json", "register_quantized_ops", "experimental_warning",
-           "edge_op_overload", "arm_partition_hooks"]
+           "edge_op_overload", "pack_embedding_weight", "edge_config_unchecked", "arm_partition_hooks"]
 
 _PATCH_LOCK = threading.Lock()  # one patched lowering at a time: the patch is on the classes, for every thread
 
@@ -81,6 +83,22 @@ def edge_op_overload(target: Any) -> Any:
     """The ATen operator overload an edge dialect op (exir_ops.edge.aten.*) wraps; any other target as it is. Only for
     targets that are not OpOverloads themselves: an ATen OpOverload has an `_op` too (its builtin)."""
     return getattr(target, "_op", target)
+
+
+def pack_embedding_weight(table: Any, bits: int) -> Any:
+    """An integer embedding table packed as ExecuTorch's embedding_4bit kernel reads it (two weights per byte, the
+    first in the high nibble), by the op ExecuTorch's own fusion pass uses."""
+    import torch
+
+    register_quantized_ops()  # defines quant_fusion::_pack_embedding_weight
+    return torch.ops.quant_fusion._pack_embedding_weight(table, bits)
+
+
+def edge_config_unchecked() -> Any:
+    """The EdgeCompileConfig of Arm's reference flow: no core-ATen check in to_edge (its passes emit ops outside it)."""
+    from executorch.exir import EdgeCompileConfig
+
+    return EdgeCompileConfig(_check_ir_validity=False)
 
 
 @contextlib.contextmanager

@@ -165,8 +165,9 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
     stage("loading ExecuTorch's Arm backend")
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from executorch.exir import to_edge_transform_and_lower
 
+    from np_optimizer.adapters.executorch_private import edge_config_unchecked
     from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
 
     if not target:
@@ -189,7 +190,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
                 program,
                 partitioner=[EthosUPartitioner(spec)],
                 # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
-                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                compile_config=edge_config_unchecked(),
             )
 
 

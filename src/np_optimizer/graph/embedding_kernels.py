@@ -75,6 +75,7 @@ def fuse_quantized_embeddings(program: ExportedProgram) -> tuple[ExportedProgram
         return program, 0
     import torch
 
+    from np_optimizer.adapters.executorch_private import pack_embedding_weight
     from np_optimizer.graph.edit import ProgramEdit
 
     register_embedding_ops()
@@ -94,8 +95,8 @@ def fuse_quantized_embeddings(program: ExportedProgram) -> tuple[ExportedProgram
             if table.name not in packed:
                 value = edit.const_value(table)
                 # ExecuTorch's own packing (the one its fusion pass uses): two weights per byte, the first high
-                packed[table.name] = edit.add_const(f"{edit.target(table)}_packed",
-                                                    torch.ops.quant_fusion._pack_embedding_weight(value, 4), "BUFFER")
+                packed[table.name] = edit.add_const(f"{edit.target(table)}_packed", pack_embedding_weight(value, 4),
+                                                    "BUFFER")
             table = packed[table.name]
         kernel = ops.embedding_4bit.default if bits == 4 else ops.embedding_byte.default
         with edit.graph.inserting_before(node):
