@@ -31,23 +31,22 @@ def test_brackets_in_messages_are_kept(run_np, workspace: Path, args: list[str])
 
 def test_brackets_in_report_cells_and_warnings_are_kept(run_np, workspace: Path) -> None:
     from np_optimizer.records import JobRecord, MetricValue, ProfileResult
-    from np_optimizer.workspace import resolve_experiment
+    from np_optimizer.workspace import resolve_experiment, utc_now
     from np_optimizer.workspace.store import ExperimentStore
 
     exp = make_project(workspace, "brackets")
+    store = ExperimentStore(resolve_experiment(str(exp), None, workspace))
+    store.start_run(project="brackets", device="raspberry_pi_5", runtime="executorch", backend="xnnpack")
+    store.start_profiling(["INPUT_MODEL"], method="mlia")
     result = ProfileResult(
         measurement_id="m1", checkpoint="INPUT_MODEL", job="00_input_model", checkpoint_sha256="", device="raspberry_pi_5",
         runtime="executorch", backend="xnnpack", method="mlia", result_kind="estimated", trigger="RUN_INLINE",
-        status="SUCCESS", started_at="2026-01-01T00:00:00", metrics=(MetricValue("MACS", 1000.0, "MACs"),),
+        status="SUCCESS", started_at=utc_now(), metrics=(MetricValue("MACS", 1000.0, "MACs"),),
         warnings=("[batch] dimension [/x] was ignored",))
     job = JobRecord(name="00_input_model", step_type="input_model", step_index=0, checkpoint="INPUT_MODEL",
-                    status="[red]queued[/red]", created_at="2026-01-01T00:00:00", profile=(result,))
-    store = ExperimentStore(resolve_experiment(str(exp), None, workspace))
+                    status="[red]queued[/red]", created_at="2026-01-01T00:00:00")
     store.write_job(job)
-    store.update_report(lambda r: r.update(experiment={"name": "experiment_01", "device": "raspberry_pi_5",
-                                                       "runtime": "executorch", "backend": "xnnpack",
-                                                       "status": "running"},
-                                           profile={"enabled": True, "listed": ["INPUT_MODEL"], "method": "mlia"}))
+    store.add_profile_round(result)  # a round of the Profiling phase begun above
     shown = run_np("report", cwd=exp)
     assert shown.exit_code == 0, shown.stderr
     row = next(line for line in shown.stdout.splitlines() if "input_model" in line)

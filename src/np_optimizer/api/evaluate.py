@@ -109,7 +109,7 @@ def _evaluate(exp: Any, ids: list[str], data: Path | None, metrics: tuple[str, .
                                 str((job.output or {}).get("sha256", "")))
             failed = failed_evaluation(ref, device, chosen, "POSTHOC", exc)
             log.error(f"{job.checkpoint.lower()}: {exc.message}")
-            store.add_job_evaluation(failed)
+            store.add_evaluation(failed)
             results.append(failed)
     results += evaluate_refs(refs, store=store, device=device, inputs=inputs, trigger="POSTHOC", log=log,
                              progress=progress)

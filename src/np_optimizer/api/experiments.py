@@ -10,7 +10,7 @@ from np_optimizer.config.detail_config import spelled_out_detail
 from np_optimizer.config.writer import parse_steps_option, render_detail_yaml, render_run_yaml
 from np_optimizer.devices import get_device
 from np_optimizer.errors import UsageError
-from np_optimizer.files import CorruptFileError, read_json, write_json, write_text
+from np_optimizer.files import write_text
 from np_optimizer.plan import build_plan, plan_notes
 from np_optimizer.records import ExperimentRecord, ValidationReport
 from np_optimizer.workspace import (
@@ -19,9 +19,9 @@ from np_optimizer.workspace import (
     next_experiment_name,
     resolve_experiment,
     resolve_project,
-    utc_now,
 )
 from np_optimizer.workspace.remote import remote_configured
+from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["experiments_create", "experiments_detail", "experiments_list", "experiment_info", "validate",
            "output_checkpoint"]
@@ -48,10 +48,7 @@ def experiments_create(*, steps: str, name: str | None = None, project: str | No
         raise UsageError(f"Experiment {name} already exists in project {owner.name}.",
                          hint="Pick another --name, or omit it to get the next experiment_NN.", code="NP-EXP-409")
     write_text(root / "run.yaml", render_run_yaml(kinds, owner.info["backend"]))
-    now = utc_now()
-    write_json(root / "meta.json", {"schema_version": 1, "name": name, "project": owner.name,
-                                    "device": owner.info["device"], "status": "created", "created_at": now,
-                                    "updated_at": now})
+    ExperimentStore(Experiment(root)).create_experiment(project=owner.name, device=owner.info["device"])
     return experiment_info(str(root))
 
 
@@ -67,33 +64,21 @@ def experiments_detail(*, experiment: str | None = None, project: str | None = N
     return exp.detail_file
 
 
-def _meta(exp: Experiment) -> dict[str, object]:
-    try:
-        return dict(read_json(exp.meta_file)) if exp.meta_file.exists() else {}
-    except CorruptFileError:
-        return {"status": "unknown (meta.json unreadable)"}
-
-
 def experiment_info(name: str | None = None, *, project: str | None = None, cwd: Path | None = None) -> ExperimentRecord:
     exp = resolve_experiment(name, project, cwd or Path.cwd())
     owner = exp.project
     device = get_device(owner.device_name)
     config, _issues = check_experiment_config(exp.run_file, device, model=owner.info["model"])
-    meta = _meta(exp)
-    jobs = []
-    for job_file in sorted(exp.root.glob("[0-9][0-9]_*/job.json")):
-        try:
-            job = read_json(job_file)
-            jobs.append({"name": job_file.parent.name, "status": job.get("status"), "step_type": job.get("step_type")})
-        except CorruptFileError:
-            jobs.append({"name": job_file.parent.name, "status": "unreadable", "step_type": None})
+    store = ExperimentStore(exp)  # a damaged meta.json or job.json reads from its copy in report.json, with a warning
+    meta = store.read_meta()
+    jobs = [{"name": j.name, "status": j.status, "step_type": j.step_type} for j in store.jobs()]
     return ExperimentRecord(
         name=exp.name, path=str(exp.root), project=owner.name, device=owner.device_name,
         steps=config.run.step_kinds if config else (),
         profile=config.run.profile if config else None,
         status=str(meta.get("status", "created")) if config else "invalid",
-        created_at=meta.get("created_at"),  # type: ignore[arg-type]
-        updated_at=meta.get("updated_at"),  # type: ignore[arg-type]
+        created_at=meta.get("created_at"),
+        updated_at=meta.get("updated_at"),
         jobs=tuple(jobs),
     )
 

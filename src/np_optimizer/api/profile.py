@@ -180,7 +180,7 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
                               checkpoint_sha256=str((job.output or {}).get("sha256", "")), requested_method=method,
                               trigger="POSTHOC")
             failed = failed_round(base, support.result_kind, exc, log)
-            store.add_post_hoc(failed)
+            store.add_profile_round(failed)
             results.append(failed)
             continue
         options, limit_from = _options(exp, job.checkpoint, target, profile_opts or {})
@@ -190,6 +190,6 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
             checkpoint=ref, job_dir=store.job_dir(job.name), experiment_root=exp.root, device=target, method=chosen,
             requested_method=method, options=options, trigger="POSTHOC", force=force, log_file=exp.log_file,
             remote=remote, progress=progress, seen=seen, watch=watch)
-        store.add_post_hoc(outcome)
+        store.add_profile_round(outcome)
         results.append(outcome)
     return ProfileRound(exp.name, target.name, chosen, tuple(results), requested_method=method)

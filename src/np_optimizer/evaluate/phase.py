@@ -74,7 +74,7 @@ def evaluate_refs(refs: list[tuple[CheckpointRef, tuple[str, ...]]], *, store: E
             log.info(f"  (on {result.evaluated_on})")
         for text in result.warnings:
             log.warning(f"  {ref.name.lower()}: {text}")
-        store.add_job_evaluation(result)
+        store.add_evaluation(result)
         results.append(result)
     return results
 

@@ -7,6 +7,7 @@
     validation.py  validation issues and the execution plan (np validate, np run --dry-run)
     report.py      np report's rows, groups, budgets verdict, layer views, tables and the report record
     layers.py      the layer key of every per-layer row
+    index.py       report.json as a record, and build_index (pure: the jobs and the experiment's state in)
 
 The package imports nothing of np above its floor (errors), so every layer can use it.
 """

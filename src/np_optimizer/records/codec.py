@@ -4,6 +4,8 @@ records, tuples and lists of records and paths rebuilt from the field types; unk
 A record says how its JSON differs from its fields, declaratively, instead of writing its own to_dict:
 - `field(metadata=json_name("budget"))`: the field's JSON key;
 - `field(metadata=NOT_WRITTEN)`: a field the JSON leaves out (kept in memory only);
+- `field(default=None, metadata=OMITTED_WHEN_NONE)`: a key the JSON has only when the field is set (files whose
+  shape had the key only sometimes keep that shape);
 - `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody);
 - `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it.
 """
@@ -17,12 +19,14 @@ import typing
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
-__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN"]
+__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE"]
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 _KEY = "np_json_key"
 NOT_WRITTEN: dict[str, Any] = {_KEY: None}
+_OMIT_NONE = "np_json_omit_none"
+OMITTED_WHEN_NONE: dict[str, Any] = {_OMIT_NONE: True}
 
 
 def json_name(key: str) -> dict[str, Any]:
@@ -45,8 +49,9 @@ def _plain(value: Any) -> Any:
         out = {}
         for f in dataclasses.fields(value):
             key = _key(f)
-            if key is not None:
-                out[key] = _plain(getattr(value, f.name))
+            field_value = getattr(value, f.name)
+            if key is not None and not (field_value is None and f.metadata.get(_OMIT_NONE)):
+                out[key] = _plain(field_value)
         for key, attribute in getattr(value, "__json_computed__", {}).items():
             out[key] = _plain(getattr(value, attribute))
         order = getattr(value, "__json_order__", ())

@@ -9,7 +9,6 @@ from np_optimizer.evaluate.phase import build_inputs, evaluate_refs, failed_eval
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext
 from np_optimizer.records import CheckpointRef, EvaluationResult
-from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["evaluation_phase"]
@@ -23,8 +22,7 @@ def evaluation_phase(run: RunContext, store: ExperimentStore, produced: dict[str
     log = get_logger("Evaluator")
     phase_banner(log, phase, "Evaluation")
     entries = run.config.run.evaluate
-    store.update_report(lambda r: r.update({"evaluation": {
-        "enabled": True, "listed": [e.checkpoint for e in entries], "started_at": utc_now()}}))
+    store.start_evaluation([e.checkpoint for e in entries])
     refs: list[tuple[CheckpointRef, tuple[str, ...]]] = []
     for entry in entries:
         concrete = resolve_checkpoint(entry.checkpoint, run.config.run.step_kinds) or entry.checkpoint
@@ -40,7 +38,7 @@ def evaluation_phase(run: RunContext, store: ExperimentStore, produced: dict[str
         log.error(f"{exc.message} Hint: {exc.hint}" if exc.hint else exc.message)
         failed = [failed_evaluation(ref, run.device, metrics, "RUN_INLINE", exc) for ref, metrics in refs]
         for result in failed:
-            store.add_job_evaluation(result)
+            store.add_evaluation(result)
         return failed
     log.info(f"Inputs: {inputs.source}")
     results = evaluate_refs(refs, store=store, device=run.device, inputs=inputs, trigger="RUN_INLINE", log=log,

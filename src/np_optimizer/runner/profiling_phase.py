@@ -11,7 +11,6 @@ from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext
 from np_optimizer.profiler.session import failed_round, profile_checkpoint, round_base
 from np_optimizer.records import CheckpointRef, Plan, ProfileResult
-from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["profile_run"]
@@ -27,10 +26,7 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
     log.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
     if plan.profile is None:
         return []
-    profiles = plan.profile  # narrowed to non-None, which the lambda below cannot see on plan.profile
-    store.update_report(lambda r: r.update({"profile": {
-        "enabled": True, "listed": [p.listed_as for p in profiles], "method": profiles[0].method
-        if profiles else None, "started_at": utc_now(), "results": []}}))
+    store.start_profiling([p.listed_as for p in plan.profile], method=plan.profile[0].method if plan.profile else None)
     from np_optimizer.workspace.remote import remote_for
 
     remote = remote_for(run.experiment, device.name)
@@ -55,7 +51,7 @@ def profile_run(run: RunContext, store: ExperimentStore, plan: Plan, produced: d
                 method=planned.method, requested_method=requested_method, options=options,
                 trigger="RUN_INLINE", force=force, log_file=run.log_file, remote=remote, progress=progress,
                 seen=seen, watch=watch)
-        store.set_inline_result(result)
+        store.add_profile_round(result)
         results.append(result)
     log.info("Profiling complete. Results saved to report.json")
     return results

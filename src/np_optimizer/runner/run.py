@@ -7,7 +7,6 @@ input) but the checkpoints already made are still profiled; the run then ends as
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ from np_optimizer.pipeline.context import RunContext, StepContext, StepOutcome
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
-from np_optimizer.workspace import Experiment, utc_now
+from np_optimizer.workspace import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
 __all__ = ["run_experiment"]
@@ -79,10 +78,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     run = _prepare(experiment, config)
     log = get_logger("Pipeline")
     _set_aside_stale_jobs(experiment, {INPUT_JOB, *(s.job for s in plan.steps)}, log)
-    store.update_meta(status="running", pid=os.getpid(), started_at=utc_now(), device=device.name)
-    store.update_report(lambda r: r.update({"experiment": {
-        "name": experiment.name, "project": project.name, "device": device.name, "runtime": device.runtime,
-        "backend": device.backend, "status": "running", "started_at": utc_now()}}))
+    store.start_run(project=project.name, device=device.name, runtime=device.runtime, backend=device.backend)
     try:  # whatever ends the run (a library's SystemExit, Ctrl+C), meta.json never stays "running"
         jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered)
         rounds: list[ProfileResult] = []
@@ -125,7 +121,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
                                           requested_method=profile_method, force=force)
         else:
             get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
-            store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
+            store.disable_profiling()
         failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
         failed_evaluations = [e for e in evaluations if e.status != "SUCCESS"]
         status = "failed" if error is not None or failed_profiles or failed_evaluations else "success"
@@ -133,13 +129,11 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
                              jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
                                         for j in store.jobs()), profile=tuple(rounds), error=error,
                              evaluation=tuple(evaluations))
-        store.update_meta(status=status, ended_at=utc_now(), duration_s=summary.duration_s, pid=None)
-        store.update_report(lambda r: r["experiment"].update({"status": status, "ended_at": utc_now()}))
+        store.end_run(status, duration_s=summary.duration_s)
         return summary
     except BaseException as exc:
         ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        store.update_meta(status=ended, ended_at=utc_now(), pid=None)
-        store.update_report(lambda r: r["experiment"].update({"status": ended, "ended_at": utc_now()}))
+        store.end_run(ended)
         raise
 
 

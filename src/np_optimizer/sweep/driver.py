@@ -21,7 +21,7 @@ import yaml
 
 from np_optimizer.config.sweep import SweepConfig
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
-from np_optimizer.files import write_json, write_text
+from np_optimizer.files import write_text
 from np_optimizer.locks import FileLock
 from np_optimizer.metrics import UNITS, MetricType
 from np_optimizer.records.sweep import (
@@ -35,8 +35,9 @@ from np_optimizer.records.sweep import (
 )
 from np_optimizer.sweep.pool import Pool, TrialJob
 from np_optimizer.sweep.study import STUDY_NAME, Proposal, SweepStudy
-from np_optimizer.workspace import Experiment, Project, utc_now
+from np_optimizer.workspace import Experiment, Project
 from np_optimizer.workspace.layout import next_experiment_name
+from np_optimizer.workspace.store import ExperimentStore
 from np_optimizer.workspace.sweep_files import LOCK_FILE, read_sweep_record, sweep_dir, write_sweep_record
 
 __all__ = ["SweepRun", "run_sweep", "sweep_key", "base_experiment", "record_of", "metrics_of"]
@@ -154,12 +155,9 @@ def _create(project: Project, name: str, number: int, params: dict[str, Any], ru
     if detail is not None:
         write_text(root / "run.detail.yaml", f"# np sweep, trial {number}: the options its space sets (the rest: "
                                              "defaults)\n" + yaml.safe_dump(detail, sort_keys=False))
-    now = utc_now()
-    if not (root / "meta.json").exists():
-        write_json(root / "meta.json", {"schema_version": 1, "name": name, "project": project.name,
-                                        "device": project.device_name, "status": "created", "created_at": now,
-                                        "updated_at": now, "sweep_trial": number})
-    return Experiment(root)
+    experiment = Experiment(root)
+    ExperimentStore(experiment).create_experiment(project=project.name, device=project.device_name, sweep_trial=number)
+    return experiment
 
 
 class _Driver:

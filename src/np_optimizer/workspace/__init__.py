@@ -2,7 +2,8 @@
 np_optimizer.files, a floor below.
 
     layout.py   workspace / project / experiment folders and finding them from the current directory
-    store.py    report.json, job.json and meta.json of an experiment, written under one experiment lock
+    store.py    report.json, job.json and meta.json of an experiment: their one writer (a few verbs), under one
+                experiment lock; index_file.py and meta_file.py read report.json and meta.json for it
     damaged.py  damaged result files: read without writing; set aside (and restored from a copy) by writers
     run_lock.py one np run (or shared np profiles) per experiment at a time, naming a busy holder
 """

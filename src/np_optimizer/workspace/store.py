@@ -1,19 +1,29 @@
-"""The experiment's result files: NN_<step>/job.json (one job each: the truth) and report.json (an index of them).
+"""The experiment's result files: NN_<step>/job.json (one job each: the truth), report.json (an index of them) and
+meta.json (the experiment's state). ExperimentStore is their one writer, through a few verbs:
 
-Each job.json is authoritative for its step: the job record and every profile round of its checkpoint, inline and
-post hoc. report.json holds the experiment's own state (status, what the run lists to profile) and, rebuilt from the
-job files, the pipeline rows, the current run's inline results, the post-hoc rounds and a copy of every job record
-(`job_records`). Every write takes the one experiment lock, writes the job file (atomic rename) and then rebuilds
-report.json from the job files (atomic rename); readers rebuild the same way in memory, so a process killed between
-the two renames leaves nothing that disagrees: the next writer derives report.json from the jobs again.
+    create_experiment       meta.json of a new experiment (np experiments create, a sweep's trial)
+    start_run, end_run      the experiment's state: meta.json and report.json's `experiment` part, under one lock
+    start_profiling,        np run's Profiling phase (what it lists, since when) or none
+      disable_profiling
+    start_evaluation        np run's Evaluation phase
+    write_job               a job's record
+    add_profile_round       a profile round (inline or post hoc) of a job's checkpoint
+    add_evaluation          an evaluation (inline or post hoc) of a job's checkpoint
 
-Reading never writes: the read methods (read_job, jobs, read_report, read_meta) rename and rewrite nothing. A damaged
-job.json reads from its copy in report.json (or, with none, shows as a "damaged" job naming the file) and a damaged
-report.json is rebuilt in memory, each with a warning. The writing methods repair first, under the lock (recover):
-a damaged job.json with an intact copy is set aside (renamed `job.json.corrupt-<time>`, never deleted) and restored
-from the copy, a damaged report.json is set aside and rebuilt, a damaged meta.json is set aside and restored from
-report.json's experiment part. A file from a newer np is refused with a clear error, never renamed away. The
-warnings go to the `np.Store` logger, which the CLI shows on the console for every command.
+Each job.json is authoritative for its step: the job record and every profile round and evaluation of its checkpoint.
+report.json is `to_dict(build_index(jobs, state))` (records/index.py): the experiment's own state (index_file.py)
+and, rebuilt from the job files, the pipeline rows, the run's latest results, the post-hoc rounds and a copy of every
+job record (`job_records`). Every write takes the one experiment lock, writes the job file (atomic rename) and then
+report.json (atomic rename); readers build the index the same way in memory, so a process killed between the two
+renames leaves nothing that disagrees: the next writer derives report.json from the jobs again.
+
+Reading never writes: the read methods (read_job, jobs, read_index, read_report, read_meta) rename and rewrite
+nothing. A damaged job.json reads from its copy in report.json (or, with none, shows as a "damaged" job naming the
+file) and a damaged report.json is rebuilt in memory, each with a warning. The writing methods repair first, under the
+lock (recover): a damaged job.json with an intact copy is set aside (renamed `job.json.corrupt-<time>`, never
+deleted) and restored from the copy, a damaged report.json is set aside and rebuilt, a damaged meta.json is set aside
+and restored from report.json's experiment part. A file from a newer np is refused with a clear error, never renamed
+away. The warnings go to the `np.Store` logger, which the CLI shows on the console for every command.
 """
 
 from __future__ import annotations
@@ -21,100 +31,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
-from np_optimizer.files import CorruptFileError, file_lock, read_json, write_json
-from np_optimizer.records import SCHEMA_VERSION, EvaluationResult, JobRecord, ProfileResult, to_dict
-from np_optimizer.workspace.damaged import (
-    DAMAGED,
-    JobFile,
-    check_version,
-    damaged_job,
-    job_copy_in,
-    read_job_file,
-    set_aside,
-    warn_once,
+from np_optimizer.files import file_lock, write_json
+from np_optimizer.records import EvaluationResult, JobRecord, ProfileResult, to_dict
+from np_optimizer.records.index import (
+    EvaluationPhase,
+    ExperimentPart,
+    IndexState,
+    ProfilingPhase,
+    ReportIndex,
+    build_index,
 )
-from np_optimizer.workspace.layout import Experiment
-from np_optimizer.workspace.shapes import shape_problem
+from np_optimizer.workspace.damaged import JobFile, damaged_job, job_copy_in, read_job_file, set_aside, warn_once
+from np_optimizer.workspace.index_file import state_of, stored_report
+from np_optimizer.workspace.layout import Experiment, utc_now
+from np_optimizer.workspace.meta_file import meta_copy, new_meta, read_meta_file, with_fields
 
-__all__ = ["ExperimentStore", "empty_report", "pipeline_entry"]
+__all__ = ["ExperimentStore"]
 
 # Fault injection for the crash-consistency test: NP_FAULT=after-job-write kills this process right after a job.json
 # rename and before report.json's (the window a crash could hit).
 _FAULT_ENV = "NP_FAULT"
-
-
-def empty_report(exp: Experiment) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "experiment": {"name": exp.name, "status": "created"},
-        "pipeline": {"input_model": None, "steps": []},
-        "profile": {"enabled": False, "listed": [], "results": []},
-        "post_hoc": [],
-    }
-
-
-def pipeline_entry(record: JobRecord) -> dict[str, Any]:
-    """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart)."""
-    compiled = record.compile or {}
-    fidelity = record.fidelity or {}
-    return {
-        "job": record.name, "step_type": record.step_type, "step_index": record.step_index,
-        "checkpoint": record.checkpoint, "status": record.status, "started_at": record.started_at,
-        "ended_at": record.ended_at, "duration_s": record.duration_s, "output": record.output,
-        "lowering": {k: compiled.get(k) for k in ("device", "status", "reason", "pte_bytes", "num_delegates",
-                                                  "delegated_ops", "non_delegated_ops", "planned_arena_bytes")}
-        if compiled else None,
-        "lowering_failed": compiled.get("status") == "failed",
-        "lowering_unsupported": compiled.get("status") == "unsupported",
-        "fidelity": fidelity, "warnings": list(record.warnings), "errors": list(record.errors),
-    }
-
-
-# report.json's own parts that the rebuild reads (the rest is rebuilt from the job files)
-_REPORT_SHAPE: dict[str, Any] = {"experiment": dict[str, Any], "profile": dict[str, Any],
-                                 "post_hoc": list[ProfileResult]}
-_PROFILE_SHAPE: dict[str, Any] = {"results": list[ProfileResult], "listed": list[Any], "enabled": bool,
-                                  "started_at": Union[str, None]}
-# meta.json's fields that np reads
-_META_SHAPE: dict[str, Any] = {"status": str, "pid": Union[int, None], "name": str, "project": str,
-                               "created_at": Union[str, None], "updated_at": Union[str, None],
-                               "started_at": Union[str, None], "ended_at": Union[str, None],
-                               "duration_s": Union[float, None], "device": Union[str, None]}
-
-
-def _fields_problem(data: dict[str, Any], shape: dict[str, Any], where: str = "") -> str | None:
-    for key, hint in shape.items():
-        if key in data:
-            problem = shape_problem(hint, data[key], f"{where}{key}")
-            if problem:
-                return problem
-    return None
-
-
-def _report_problem(data: dict[str, Any]) -> str | None:
-    problem = _fields_problem(data, _REPORT_SHAPE)
-    if problem is None and isinstance(data.get("profile"), dict):
-        problem = _fields_problem(data["profile"], _PROFILE_SHAPE, "profile.")
-    return problem
-
-
-def _rebuild_evaluation(stored: Any, jobs: list[JobRecord]) -> dict[str, Any]:
-    """report.json's `evaluation`: the latest run's inline result per checkpoint, and every post-hoc round."""
-    own = dict(stored) if isinstance(stored, dict) else {}
-    since = str(own.get("started_at") or "")
-    rounds = sorted((to_dict(r) for j in jobs for r in j.evaluation), key=lambda r: str(r.get("started_at") or ""))
-    latest: dict[str, dict[str, Any]] = {}
-    for r in rounds:
-        if r.get("trigger") == "RUN_INLINE" and str(r.get("started_at") or "") >= since:
-            latest[str(r.get("checkpoint"))] = r
-    return {"enabled": bool(own.get("enabled")), "listed": list(own.get("listed") or []),
-            "started_at": own.get("started_at"), "results": list(latest.values()),
-            "post_hoc": [r for r in rounds if r.get("trigger") == "POSTHOC"]}
 
 
 class ExperimentStore:
@@ -128,7 +69,7 @@ class ExperimentStore:
         with file_lock(self.experiment.root.resolve() / "experiment"):
             yield
 
-    # -- job.json: the truth ---------------------------------------------------------------------------------------
+    # -- reading: nothing is renamed or rewritten ------------------------------------------------------------------
 
     def job_dir(self, name: str) -> Path:
         return self.experiment.root / name
@@ -137,18 +78,18 @@ class ExperimentStore:
         return self.job_dir(name) / "job.json"
 
     def read_job(self, name: str) -> JobRecord | None:
-        """The job's record, or None when there is none. Nothing is renamed or rewritten: a damaged job.json reads from
-        its copy in report.json, with a warning (None without a copy); one from a newer np raises StoreError."""
+        """The job's record, or None when there is none. A damaged job.json reads from its copy in report.json, with a
+        warning (None without a copy); one from a newer np raises StoreError."""
         path = self.job_file(name)
         if not path.exists():
             return None
         found = read_job_file(path)
-        return found.record if found.record is not None else self._copy_of(found, self._stored_report())
+        return found.record if found.record is not None else self._copy_of(found, stored_report(self.experiment))
 
     def jobs(self, stored: dict[str, Any] | None = None) -> list[JobRecord]:
         """Every job in step order; a damaged job.json without a copy in report.json (`stored`: read when not given)
         is a "damaged" row naming it."""
-        stored = self._stored_report() if stored is None else stored
+        stored = stored_report(self.experiment) if stored is None else stored
         out = []
         for path in sorted(self.experiment.root.glob("[0-9][0-9]_*/job.json")):
             found = read_job_file(path)
@@ -167,167 +108,26 @@ class ExperimentStore:
                       "shows as damaged. `np run --retry` runs it again.")
         return record
 
-    def recover(self) -> None:
-        """Repair what the readers only work around, under the experiment lock: each damaged job.json with a copy in
-        report.json is set aside and restored from it; a damaged report.json is set aside and rebuilt (the next write
-        of it). A damaged job.json without a copy stays where it is (the views name it) until its step runs again."""
-        with self.locked():
-            stored = self._stored_report(repair=True)
-            for path in sorted(self.experiment.root.glob("[0-9][0-9]_*/job.json")):
-                found = read_job_file(path)
-                record = job_copy_in(stored, path.parent.name) if found.record is None else None
-                if record is not None:
-                    set_aside(path, found.problem or "unreadable", "restored from its copy in report.json")
-                    write_json(path, to_dict(record))
-
-    def write_job(self, record: JobRecord) -> None:
-        with self.locked():
-            self.recover()
-            path = self.job_file(record.name)
-            found = read_job_file(path) if path.exists() else None
-            if found is not None and found.record is None:  # damaged with no copy: kept beside
-                set_aside(path, found.problem or "unreadable", "is replaced by this run's record")
-            write_json(self.job_file(record.name), to_dict(record))
-            self._after_job_write()
-            self._write_report(self._rebuild(self._stored_report()))
-
-    def add_job_profile(self, name: str, result: ProfileResult) -> bool:
-        """Append a profile round to job `name` (and the index); False when the job has no job.json."""
-        with self.locked():
-            self.recover()
-            return self._add_job_profile(name, result)
-
-    def _add_job_profile(self, name: str, result: ProfileResult) -> bool:
-        """Under the lock, after recover() (the callers')."""
-        record = read_job_file(self.job_file(name)).record if self.job_file(name).exists() else None
-        if record is None:
-            return False
-        data = to_dict(record)
-        data.setdefault("profile", []).append(to_dict(result))
-        write_json(self.job_file(name), data)
-        self._after_job_write()
-        return True
-
-    def add_job_evaluation(self, result: EvaluationResult) -> bool:
-        """Append an evaluation (inline or post hoc) to its job's job.json and rebuild the index; False without a job."""
-        with self.locked():
-            self.recover()
-            path = self.job_file(result.job)
-            record = read_job_file(path).record if path.exists() else None
-            if record is None:
-                return False
-            data = to_dict(record)
-            data.setdefault("evaluation", []).append(to_dict(result))
-            write_json(self.job_file(result.job), data)
-            self._after_job_write()
-            self._write_report(self._rebuild(self._stored_report()))
-            return True
-
-    def _after_job_write(self) -> None:
-        if os.environ.get(_FAULT_ENV) == "after-job-write":
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    # -- report.json: the index ------------------------------------------------------------------------------------
+    def read_index(self) -> ReportIndex:
+        """report.json as built from the job files and the stored state, in memory. A stored index that lags behind
+        its jobs (a process was killed between the two writes) is rewritten by the next writer."""
+        stored = stored_report(self.experiment)
+        return build_index(self.jobs(stored), state_of(self.experiment, stored))
 
     def read_report(self) -> dict[str, Any]:
-        """report.json as rebuilt from the job files, in memory (what every view reads); nothing is written. A stored
-        index that lags behind its jobs (a process was killed between the two writes) is rewritten by the next
-        writer."""
-        return self._rebuild(self._stored_report())
-
-    def update_report(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        """Apply `change` to the experiment's own state in report.json, under the experiment lock; the parts that
-        come from the job files are rebuilt afterwards, so a change to them does not stick."""
-        with self.locked():
-            self.recover()
-            current = self._rebuild(self._stored_report())
-            change(current)
-            rebuilt = self._rebuild(current)
-            self._write_report(rebuilt)
-            return rebuilt
-
-    def add_post_hoc(self, result: ProfileResult) -> None:
-        with self.locked():
-            self.recover()
-            stored = self._stored_report()
-            if not self._add_job_profile(result.job, result):  # no job file: the round lives in the index only
-                stored.setdefault("post_hoc", []).append(to_dict(result))
-            self._write_report(self._rebuild(stored))
-
-    def set_inline_result(self, result: ProfileResult) -> None:
-        """Record a round of np run's Profiling phase: the latest per checkpoint is the run's result."""
-        with self.locked():
-            self.recover()
-            stored = self._stored_report()
-            if not self._add_job_profile(result.job, result):  # its step never ran: no job file to hold it
-                stored.setdefault("profile", {}).setdefault("results", []).append(to_dict(result))
-            self._write_report(self._rebuild(stored))
-
-    def _stored_report(self, *, repair: bool = False) -> dict[str, Any]:
-        """report.json's stored parts; a damaged one reads as empty, with a warning (set aside when `repair`)."""
-        path = self.experiment.report_file
-        if not path.exists():
-            return empty_report(self.experiment)
-        try:
-            data = read_json(path)
-            check_version(path, data)
-            problem = _report_problem(data)
-        except CorruptFileError as exc:
-            problem = exc.reason
-        if problem is None:
-            return dict(data)
-        if repair and path.exists():
-            set_aside(path, problem, "is rebuilt from the job files")  # it is an index: the job files rebuild it
-        else:
-            warn_once(f"{path} could not be read ({problem}); the views are rebuilt from the job files. The next "
-                      "command that writes results sets it aside and writes a new one.")
-        rebuilt = empty_report(self.experiment)
-        rebuilt["profile"]["enabled"] = True  # unknown: the jobs' inline rounds show (the latest per checkpoint)
-        return rebuilt
-
-    def _write_report(self, report: dict[str, Any]) -> None:
-        write_json(self.experiment.report_file, report)
-
-    def _rebuild(self, stored: dict[str, Any]) -> dict[str, Any]:
-        """The index from the job files, keeping the experiment's own state and rounds whose job has no file."""
-        jobs = self.jobs(stored)
-        names = {j.name for j in jobs if j.status != DAMAGED}  # a damaged job's rounds in the index are kept
-        report = {**empty_report(self.experiment), **stored, "schema_version": SCHEMA_VERSION}
-        report["pipeline"] = {
-            "input_model": next((pipeline_entry(j) for j in jobs if j.step_type == "input_model"), None),
-            "steps": sorted((pipeline_entry(j) for j in jobs if j.step_type != "input_model"),
-                            key=lambda s: s.get("step_index", 0)),
-        }
-        profile = dict(stored.get("profile") or {})
-        since = str(profile.get("started_at") or "")  # the Profiling phase of the latest run
-        inline = [r for r in profile.get("results", []) if r.get("job") not in names]
-        inline += [p for j in jobs for p in (to_dict(r) for r in j.profile) if p.get("trigger") == "RUN_INLINE"]
-        inline = [r for r in inline if str(r.get("started_at") or "") >= since]
-        latest: dict[str, dict[str, Any]] = {}
-        for r in sorted(inline, key=lambda r: str(r.get("started_at") or "")):
-            latest.pop(str(r.get("checkpoint")), None)  # re-inserted: a checkpoint profiled again moves to the end
-            latest[str(r.get("checkpoint"))] = r
-        profile["results"] = list(latest.values()) if profile.get("enabled", True) else []
-        report["profile"] = {"enabled": False, "listed": [], **profile}
-        post_hoc = [r for r in stored.get("post_hoc", []) if r.get("job") not in names]
-        post_hoc += [p for j in jobs for p in (to_dict(r) for r in j.profile) if p.get("trigger") == "POSTHOC"]
-        report["post_hoc"] = sorted(post_hoc, key=lambda r: str(r.get("started_at") or ""))
-        report["evaluation"] = _rebuild_evaluation(stored.get("evaluation"), jobs)
-        report["job_records"] = {j.name: to_dict(j) for j in jobs if j.status != DAMAGED}  # the second copy
-        return report
-
-    # -- meta.json -------------------------------------------------------------------------------------------------
+        """read_index as report.json spells it: the dict view every report renderer reads."""
+        return to_dict(self.read_index())
 
     def read_meta(self) -> dict[str, Any]:
-        """meta.json for reading (nothing is renamed or rewritten): {} when there is none; a damaged one reads from
-        report.json's copy of the experiment's state (status "unknown" without one), with a warning."""
+        """meta.json: {} when there is none; a damaged one reads from report.json's copy of the experiment's state
+        (status "unknown" without one), with a warning."""
         path = self.experiment.meta_file
         if not path.exists():
             return {}
-        meta, problem = self._meta_file()
+        meta, problem = read_meta_file(path)
         if problem is None:
             return meta
-        copy = _meta_copy(self._stored_report())
+        copy = meta_copy(state_of(self.experiment, stored_report(self.experiment)).experiment)
         if copy:
             warn_once(f"{path} could not be read ({problem}); the experiment's state is shown from its copy in "
                       "report.json. The next `np run` sets it aside and restores it.")
@@ -336,36 +136,128 @@ class ExperimentStore:
                   "sets it aside and writes a new one.")
         return {"status": "unknown (meta.json unreadable)"}
 
-    def _meta_file(self) -> tuple[dict[str, Any], str | None]:
-        path = self.experiment.meta_file
-        try:
-            meta = read_json(path)
-            check_version(path, meta)
-            return meta, _fields_problem(meta, _META_SHAPE)
-        except CorruptFileError as exc:
-            return {}, exc.reason
-        except OSError as exc:
-            return {}, f"cannot be read: {exc.strerror or exc}"
+    # -- writing: under the experiment lock, after repairing ---------------------------------------------------------
 
-    def update_meta(self, **fields: Any) -> None:
-        """Update meta.json's fields; a damaged one is set aside and restored from report.json's copy first."""
-        path = self.experiment.meta_file
+    def recover(self) -> None:
+        """Repair what the readers only work around, under the experiment lock: each damaged job.json with a copy in
+        report.json is set aside and restored from it; a damaged report.json is set aside and rebuilt (the next write
+        of it). A damaged job.json without a copy stays where it is (the views name it) until its step runs again."""
         with self.locked():
-            meta, problem = self._meta_file() if path.exists() else ({}, None)
-            if problem:
-                copy = _meta_copy(self._stored_report())
-                set_aside(path, problem, "restored from report.json's copy" if copy else "replaced")
-                meta = copy
-            meta.update(fields)
-            meta["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            write_json(path, meta)
+            stored = stored_report(self.experiment, repair=True)
+            for path in sorted(self.experiment.root.glob("[0-9][0-9]_*/job.json")):
+                found = read_job_file(path)
+                record = job_copy_in(stored, path.parent.name) if found.record is None else None
+                if record is not None:
+                    set_aside(path, found.problem or "unreadable", "restored from its copy in report.json")
+                    write_json(path, to_dict(record))
 
+    def create_experiment(self, *, project: str, device: str, sweep_trial: int | None = None) -> None:
+        """meta.json of a new experiment (status "created"); an experiment that has one keeps it (a resumed sweep
+        writes its trials' folders again)."""
+        with self.locked():
+            if not self.experiment.meta_file.exists():
+                meta = new_meta(name=self.experiment.name, project=project, device=device, created_at=utc_now(),
+                                sweep_trial=sweep_trial)
+                write_json(self.experiment.meta_file, meta)
 
-def _meta_copy(stored: dict[str, Any]) -> dict[str, Any]:
-    """meta.json's fields as report.json's experiment part holds them ({} when it holds none)."""
-    experiment = stored.get("experiment") or {}
-    if not experiment.get("status") or experiment.get("status") == "created":
-        return {}
-    copy = {"schema_version": SCHEMA_VERSION, **{k: experiment[k] for k in _META_SHAPE if k in experiment}}
-    return copy if not _fields_problem(copy, _META_SHAPE) else {}
+    def start_run(self, *, project: str, device: str, runtime: str, backend: str) -> None:
+        """np run (this process) starts: status "running" in meta.json and report.json's experiment part (which
+        forgets the last run's end)."""
+        now = utc_now()
+        with self._state() as (stored, state):
+            self._write_meta(stored, status="running", pid=os.getpid(), started_at=now, device=device)
+            experiment = ExperimentPart(name=self.experiment.name, project=project, device=device, runtime=runtime,
+                                        backend=backend, status="running", started_at=now)
+            self._write_index(stored, replace(state, experiment=experiment))
 
+    def end_run(self, status: str, *, duration_s: float | None = None) -> None:
+        """np run ends (success, failed, interrupted): meta.json and report.json's experiment part say so."""
+        now = utc_now()
+        with self._state() as (stored, state):
+            timing = {} if duration_s is None else {"duration_s": duration_s}
+            self._write_meta(stored, status=status, ended_at=now, pid=None, **timing)
+            self._write_index(stored, replace(state, experiment=replace(state.experiment, status=status, ended_at=now)))
+
+    def start_profiling(self, listed: Sequence[str], *, method: str | None) -> None:
+        """np run's Profiling phase begins: its results are the inline rounds from now on."""
+        with self._state() as (stored, state):
+            phase = ProfilingPhase(enabled=True, listed=tuple(listed), method=method, started_at=utc_now())
+            self._write_index(stored, replace(state, profiling=phase))
+
+    def disable_profiling(self) -> None:
+        """np run has no Profiling phase (run.yaml lists nothing to profile): the index shows no run results."""
+        with self._state() as (stored, state):
+            self._write_index(stored, replace(state, profiling=ProfilingPhase()))
+
+    def start_evaluation(self, listed: Sequence[str]) -> None:
+        """np run's Evaluation phase begins: its results are the inline evaluations from now on."""
+        with self._state() as (stored, state):
+            phase = EvaluationPhase(enabled=True, listed=tuple(listed), started_at=utc_now())
+            self._write_index(stored, replace(state, evaluation=phase))
+
+    def write_job(self, record: JobRecord) -> None:
+        with self._state() as (stored, state):
+            path = self.job_file(record.name)
+            found = read_job_file(path) if path.exists() else None
+            if found is not None and found.record is None:  # damaged with no copy: kept beside
+                set_aside(path, found.problem or "unreadable", "is replaced by this run's record")
+            write_json(path, to_dict(record))
+            self._after_job_write()
+            self._write_index(stored, state)
+
+    def add_profile_round(self, result: ProfileResult) -> None:
+        """Append a profile round (np run's inline or np profile's post hoc) to its job's job.json; a round whose job
+        has no job.json (its step never ran) is kept in the index only."""
+        with self._state() as (stored, state):
+            if not self._append(result.job, "profile", result):
+                if result.trigger == "RUN_INLINE":
+                    state = replace(state, inline_rounds=(*state.inline_rounds, result))
+                else:
+                    state = replace(state, post_hoc_rounds=(*state.post_hoc_rounds, result))
+            self._write_index(stored, state)
+
+    def add_evaluation(self, result: EvaluationResult) -> bool:
+        """Append an evaluation (inline or post hoc) to its job's job.json; False when the job has no job.json."""
+        with self._state() as (stored, state):
+            added = self._append(result.job, "evaluation", result)
+            if added:
+                self._write_index(stored, state)
+            return added
+
+    @contextlib.contextmanager
+    def _state(self) -> Iterator[tuple[dict[str, Any], IndexState]]:
+        """Under the lock, after recover(): the stored report.json and the experiment's state in it."""
+        with self.locked():
+            self.recover()
+            stored = stored_report(self.experiment)
+            yield stored, state_of(self.experiment, stored)
+
+    def _append(self, name: str, part: str, result: ProfileResult | EvaluationResult) -> bool:
+        """Append `result` to job `name`'s `part` ("profile", "evaluation"); False when it has no readable job.json."""
+        path = self.job_file(name)
+        record = read_job_file(path).record if path.exists() else None
+        if record is None:
+            return False
+        data = to_dict(record)
+        data.setdefault(part, []).append(to_dict(result))
+        write_json(path, data)
+        self._after_job_write()
+        return True
+
+    def _after_job_write(self) -> None:
+        if os.environ.get(_FAULT_ENV) == "after-job-write":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _write_index(self, stored: dict[str, Any], state: IndexState) -> None:
+        """report.json from the job files (read now, after the caller's job write) and `state`."""
+        write_json(self.experiment.report_file, to_dict(build_index(self.jobs(stored), state)))
+
+    def _write_meta(self, stored: dict[str, Any], **fields: Any) -> None:
+        """Set meta.json's `fields`; a damaged one is set aside and restored from report.json's copy first."""
+        path = self.experiment.meta_file
+        meta, problem = read_meta_file(path) if path.exists() else ({}, None)
+        if problem:
+            copy = meta_copy(state_of(self.experiment, stored).experiment)
+            set_aside(path, problem, "restored from report.json's copy" if copy else "replaced")
+            meta = copy
+        write_json(path, with_fields(meta, **fields))
