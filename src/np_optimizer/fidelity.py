@@ -12,7 +12,9 @@ __all__ = ["flat_tensors", "snr_db", "max_abs_error", "compare_outputs"]
 def flat_tensors(out: Any) -> list[Any]:
     import torch
 
-    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    from np_optimizer.adapters.torch_private import tree_leaves
+
+    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
 def _pair(ref: Any, test: Any) -> tuple[Any, Any]:

@@ -11,7 +11,6 @@ reason: not UTF-8, not JSON, not an object (a list where a mapping belongs), or 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ConfigError
+from np_optimizer.locks import FileLock
 
 __all__ = ["cache_root", "remove_path", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
@@ -131,21 +131,21 @@ def _json_kind(value: Any) -> str:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on `<path>.lock`, shared by every process of the user."""
+    """An exclusive lock on `.<name>.lock` beside `path`, shared by every process of the user, waited for; re-entrant
+    within a thread (locks.py)."""
     lock_path = path.with_name(f".{path.name}.lock")  # hidden: a lock is not a result
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        handle = open(lock_path, "a+")  # noqa: SIM115 (closed by the with below)
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(lock_path)
+        lock.acquire(exclusive=True)
     except OSError as exc:  # a folder in its place, a read-only folder
         raise ConfigError(f"np cannot open its lock file {lock_path}: {exc.strerror or exc}.",
                           hint="Remove whatever is in its place, and check the folder is writable; np recreates it.",
                           code="NP-CFG-400") from None
-    with handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def update_json(path: Path, change: Callable[[dict[str, Any]], Any], *,

@@ -1,8 +1,8 @@
 """Processes: whether a recorded process is still alive, and a long tool run watched in a child process.
 
-Is a process still the one we recorded? Pid plus start time, so a reused pid is not mistaken for it. Used by the run
-lock (workspace/run_lock.py) and the device queue (profiler/measure/device_queue.py), which both record who holds them
-and must tell a live holder from a dead one.
+Is a process still the one we recorded? Pid plus start time, so a reused pid is not mistaken for it. Used by the lock
+module's holder records (locks.py: the run lock names its holders) and the device queue
+(profiler/measure/device_queue.py), which must tell a live holder from a dead one.
 
 A watched run (`run_watched(work, watch, first_stage)`): `work` runs in a child forked from this process (torch and
 the program already in memory, so no import or reload), which says what it is doing through `stage(text)` (the

@@ -12,9 +12,9 @@ __all__ = ["run_pte", "pte_backends", "pte_method"]
 
 def pte_backends(pte_path: Path) -> list[str]:
     """Backend ids of the delegates in a .pte's first execution plan, e.g. ['XnnpackBackend']."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
+    from np_optimizer.adapters.executorch_private import deserialize_pte
 
-    program = deserialize_pte_binary(Path(pte_path).read_bytes()).program
+    program = deserialize_pte(Path(pte_path).read_bytes())
     return [d.id for d in program.execution_plan[0].delegates]
 
 

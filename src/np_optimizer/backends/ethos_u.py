@@ -14,7 +14,6 @@ import logging
 import re
 import shutil
 import tempfile
-import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,7 +119,6 @@ def partition_files(folder: Path) -> list[tuple[str, Path]]:
     tag10); the tag also names the partition's Arm debug information (PARTITION_DEBUG)."""
     found = [(m, p) for p in folder.glob("output_tag*.tosa") if (m := _TOSA_TAG.match(p.name))]
     return [(m.group(1), p) for m, p in sorted(found, key=lambda mp: int(mp[0].group(2)))]
-_PATCH_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -131,37 +129,26 @@ def _debug_per_partition() -> Iterator[None]:
     partition's delegation tag, the tag its .tosa file is named by.
 
     Each partition's TOSA lowering and Vela compile are announced as stages (processes.stage), so a watched lowering
-    shows which one runs."""
-    from executorch.backends.arm.ethosu.backend import EthosUBackend
-    from executorch.backends.arm.tosa.backend import TOSABackend, arm_get_first_delegation_tag
+    shows which one runs. The hooks into ExecuTorch's Arm backend are adapters/executorch_private.py's."""
+    from np_optimizer.adapters.executorch_private import arm_partition_hooks
 
-    original = TOSABackend._preprocess
-    original_vela = EthosUBackend._compile_tosa_flatbuffer
     current: dict[str, Any] = {"tag": "tag", "count": 0}
 
-    def keep(edge_program: Any, compile_spec: Any) -> Any:
-        current["tag"] = arm_get_first_delegation_tag(edge_program.graph_module) or "tag"
+    def before_tosa(tag: str | None) -> None:
+        current["tag"] = tag or "tag"
         current["count"] = int(current["count"]) + 1
         stage(f"TOSA lowering of NPU partition {current['count']} ({current['tag']})")
-        result = original(edge_program, compile_spec)
-        folder = compile_spec._get_intermediate_path()
+
+    def after_tosa(folder: str | None) -> None:
         debug = Path(folder) / "debug.json" if folder else None
         if debug is not None and debug.is_file():
             shutil.copyfile(debug, debug.with_name(PARTITION_DEBUG.format(tag=current["tag"])))
-        return result
 
-    def vela(tosa_flatbuffer: bytes, compile_spec: Any) -> Any:
+    def before_vela(tosa_flatbuffer: bytes) -> None:
         stage(f"Vela on NPU partition {current['count']} ({current['tag']}, {len(tosa_flatbuffer):,} B of TOSA)")
-        return original_vela(tosa_flatbuffer, compile_spec)
 
-    with _PATCH_LOCK:
-        TOSABackend._preprocess = staticmethod(keep)
-        EthosUBackend._compile_tosa_flatbuffer = staticmethod(vela)
-        try:
-            yield
-        finally:
-            TOSABackend._preprocess = original
-            EthosUBackend._compile_tosa_flatbuffer = original_vela
+    with arm_partition_hooks(before_tosa, after_tosa, before_vela):
+        yield
 
 
 def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
@@ -178,8 +165,9 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
     stage("loading ExecuTorch's Arm backend")
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from executorch.exir import to_edge_transform_and_lower
 
+    from np_optimizer.adapters.executorch_private import edge_config_unchecked
     from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
 
     if not target:
@@ -202,7 +190,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
                 program,
                 partitioner=[EthosUPartitioner(spec)],
                 # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
-                compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                compile_config=edge_config_unchecked(),
             )
 
 
@@ -259,10 +247,10 @@ def _quantizer(a16: bool) -> QuantizerBuilder:
         quantizer = EthosUQuantizer(EthosUCompileSpec(target or "ethos-u85-256"))
         quantizer.set_global(config)
         if keep_any:
-            from executorch.exir._warnings import ExperimentalWarning
+            from np_optimizer.adapters.executorch_private import experimental_warning
 
             with warnings.catch_warnings():  # set_node_finder is marked experimental in executorch 1.4
-                warnings.simplefilter("ignore", ExperimentalWarning)
+                warnings.simplefilter("ignore", experimental_warning())
                 quantizer.set_node_finder(None, _node_finder(keep))
         return quantizer
 

@@ -45,23 +45,9 @@ def xnnpack_delegate_ops(processed: bytes) -> list[dict[str, Any]]:
     such as layout transposes), and its tensor ids (so an inserted node can be given to its producer).
 
     Why parse the blob: XNNPACK's per-operator ETDump events carry no debug handle, only names in run order."""
-    import json
-    import re
-    import tempfile
+    from np_optimizer.adapters.executorch_private import xnnpack_graph_json
 
-    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import XNNHeader, _get_schema_bytes
-    from executorch.exir._serialize._flatbuffer import _flatc_decompile
-
-    header = XNNHeader.from_bytes(processed[:XNNHeader.EXPECTED_LENGTH])
-    flatbuffer = processed[header.flatbuffer_offset:header.flatbuffer_offset + header.flatbuffer_size]
-    with tempfile.TemporaryDirectory() as folder:
-        work = Path(folder)
-        (work / "schema.fbs").write_bytes(_get_schema_bytes())
-        (work / "graph.bin").write_bytes(flatbuffer)
-        _flatc_decompile(folder, str(work / "schema.fbs"), str(work / "graph.bin"))
-        text = (work / "graph.json").read_bytes()
-    # flatc writes clamp bounds as bare inf / -inf, which JSON has no word for
-    graph = json.loads(re.sub(rb"(?<![\w\"])(-?)inf\b", rb"\g<1>1e999", text))
+    graph = xnnpack_graph_json(processed)
     ops = []
     for node in graph.get("xnodes") or []:
         fields = node.get("xnode_union") or {}

@@ -68,7 +68,9 @@ def _trim(outputs: list[Any], count: int, batch: int) -> list[Any]:
     if extra <= 0 or batch <= 1:
         return outputs
     keep = batch - extra
-    last = torch.utils._pytree.tree_map(
+    from np_optimizer.adapters.torch_private import tree_map
+
+    last = tree_map(
         lambda t: t[:keep] if isinstance(t, torch.Tensor) and t.dim() and t.shape[0] == batch else t, outputs[-1])
     return [*outputs[:-1], last]
 

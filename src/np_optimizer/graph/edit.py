@@ -68,7 +68,9 @@ def node_arg(node: Node, index: int, name: str, default: Any = None) -> Any:
 def writes_inputs(node: Node) -> bool:
     """Ops that update an argument in place: mutable schemas (add_, copy_, detach_...) and a training-mode
     batch_norm (it updates running_mean/var although its schema does not say so)."""
-    schema = getattr(node.target, "_schema", None)
+    from np_optimizer.adapters.torch_private import op_schema
+
+    schema = op_schema(node.target)
     if schema is not None and schema.is_mutable:
         return True
     return node.target == aten_op("batch_norm.default") and bool(node_arg(node, 5, "training"))
@@ -76,7 +78,9 @@ def writes_inputs(node: Node) -> bool:
 
 def aliases_input(node: Node) -> bool:
     """True for view ops: the result shares storage with the first argument."""
-    schema = getattr(node.target, "_schema", None)
+    from np_optimizer.adapters.torch_private import op_schema
+
+    schema = op_schema(node.target)
     return schema is not None and bool(schema.returns) and schema.returns[0].alias_info is not None
 
 
@@ -160,18 +164,22 @@ def foldable(target: Any) -> bool:
     """
     import torch
 
+    from np_optimizer.adapters.torch_private import is_op_overload, op_schema
+
     if target is operator.getitem:
         return True
-    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+    if not is_op_overload(target) or target.namespace != "aten":
         return False
-    if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
+    if torch.Tag.nondeterministic_seeded in target.tags or op_schema(target).is_mutable:
         return False
-    return not target._schema.name.startswith(("aten::_assert", "aten::sym_", "aten::_local_scalar"))
+    return not op_schema(target).name.startswith(("aten::_assert", "aten::sym_", "aten::_local_scalar"))
 
 
 def is_layout_op(target: Any) -> bool:
     """View/reshape/permute-like ops (their result aliases the input) and plain copies."""
-    schema = getattr(target, "_schema", None)
+    from np_optimizer.adapters.torch_private import op_schema
+
+    schema = op_schema(target)
     if schema is None:
         return target is operator.getitem
     aliases = bool(schema.returns) and schema.returns[0].alias_info is not None
@@ -200,10 +208,10 @@ def perm_of(node: Any) -> list[int] | None:
 
 
 def _fake_mode(graph: Graph) -> Any:
-    from torch._guards import detect_fake_mode
+    from np_optimizer.adapters.torch_private import detect_fake_mode
 
     vals = [n.meta.get("val") for n in graph.nodes if n.op == "placeholder"]
-    mode = detect_fake_mode(tuple(v for v in vals if v is not None))
+    mode = detect_fake_mode([v for v in vals if v is not None])
     assert mode is not None, "exported program without fake tensors in node.meta['val']"
     return mode
 
@@ -351,9 +359,12 @@ class ProgramEdit:
     def finish(self) -> ExportedProgram:
         """Rebuild the signature (inputs follow placeholders, outputs follow the output node) and re-verify.
 
-        Uses `ExportedProgram._update` (private torch API): it runs torch's verifier on the new program.
+        Uses `ExportedProgram._update` (private torch API, adapters/torch_private.py): it runs torch's verifier on
+        the new program.
         """
         from torch.export.graph_signature import ExportGraphSignature, TensorArgument
+
+        from np_optimizer.adapters.torch_private import update_program
 
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         input_specs = [self.specs[n.name] for n in placeholders]
@@ -368,11 +379,11 @@ class ProgramEdit:
         self.graph.lint()
         self.gm.recompile()
         sig = ExportGraphSignature(input_specs=input_specs, output_specs=output_specs)
-        return self.src._update(self.gm, sig, state_dict=self.state_dict, constants=self.constants)
+        return update_program(self.src, self.gm, sig, state_dict=self.state_dict, constants=self.constants)
 
     def _sync_module_call_graph(self, output_specs: list[Any]) -> None:
         # The root entry names the user inputs/outputs (torch.export.unflatten reads it): keep output names in step.
         user_out = [s.arg for s in output_specs if s.kind.name == "USER_OUTPUT"]
-        for entry in self.src._module_call_graph:
+        for entry in self.src.module_call_graph:  # (the list itself: torch's public property returns it)
             if entry.fqn == "" and entry.signature is not None and len(entry.signature.outputs) == len(user_out):
                 entry.signature.outputs = [copy.copy(a) for a in user_out]

@@ -11,7 +11,8 @@ Anything else is left alone.
 
 The kernels: ExecuTorch's quantized kernel library (`executorch.kernels.quantized`), which also registers them in the
 pybindings runtime of the same process; the runtimes np runs programs with import it (adapters/executorch_runtime.py,
-the measuring script). The op schemas for export come from `executorch.exir.passes._quant_patterns_and_replacements`.
+the measuring script). The op schemas for export come from ExecuTorch's quantized patterns
+(adapters/executorch_private.py: register_quantized_ops).
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ _PER_GROUP = "quantized_decomposed.dequantize_per_channel_group.default"
 def register_embedding_ops() -> None:
     """Define `quantized_decomposed::embedding_byte/_4bit` for torch (export, to_edge) and load their ExecuTorch
     kernels (to_executorch, and the runtime of this process)."""
-    import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401
     import executorch.kernels.quantized  # noqa: F401
+
+    from np_optimizer.adapters.executorch_private import register_quantized_ops
+
+    register_quantized_ops()
 
 
 def _kernel_args(edit: Any, dq: Node) -> tuple[int, Any, Any, int, int] | None:
@@ -71,6 +75,7 @@ def fuse_quantized_embeddings(program: ExportedProgram) -> tuple[ExportedProgram
         return program, 0
     import torch
 
+    from np_optimizer.adapters.executorch_private import pack_embedding_weight
     from np_optimizer.graph.edit import ProgramEdit
 
     register_embedding_ops()
@@ -90,8 +95,8 @@ def fuse_quantized_embeddings(program: ExportedProgram) -> tuple[ExportedProgram
             if table.name not in packed:
                 value = edit.const_value(table)
                 # ExecuTorch's own packing (the one its fusion pass uses): two weights per byte, the first high
-                packed[table.name] = edit.add_const(f"{edit.target(table)}_packed",
-                                                    torch.ops.quant_fusion._pack_embedding_weight(value, 4), "BUFFER")
+                packed[table.name] = edit.add_const(f"{edit.target(table)}_packed", pack_embedding_weight(value, 4),
+                                                    "BUFFER")
             table = packed[table.name]
         kernel = ops.embedding_4bit.default if bits == 4 else ops.embedding_byte.default
         with edit.graph.inserting_before(node):

@@ -54,12 +54,15 @@ def save_program(program: ExportedProgram, path: Path) -> Path:
 def load_program(path: Path) -> ExportedProgram:
     """Load a .pt2, registering the quantization ops a PT2E or torchao program refers to.
 
-    Deserialization resolves `quantized_decomposed::*` by name, registered only once
-    `torch.ao.quantization.fx._decomposed` is imported; torchao programs need `torchao` imported, and programs with
+    Deserialization resolves `quantized_decomposed::*` by name, registered only once torch's module of them is
+    imported (adapters/torch_private.py: register_quantized_decomposed); torchao programs need `torchao` imported, and programs with
     ExecuTorch's dim-order copies need its registry.
     """
     import torch
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed::*
+
+    from np_optimizer.adapters.torch_private import register_quantized_decomposed
+
+    register_quantized_decomposed()
 
     try:
         return torch.export.load(str(path))

@@ -84,19 +84,22 @@ def _node_flops(node: Node, registry: dict[Any, Any]) -> int | None:
     """FLOPs of one node per torch's flop_registry, or None when the op is not counted."""
     import torch
 
+    from np_optimizer.adapters.executorch_private import edge_op_overload
+    from np_optimizer.adapters.torch_private import is_op_overload, tree_map
+
     aten = torch.ops.aten
     target = node.target
-    # Edge ops wrap the aten overload in `_op`; check the type first, since an ATen OpOverload also has an `_op`
-    # attribute (the builtin), and unwrapping it would make every count 0.
-    if not isinstance(target, torch._ops.OpOverload):
-        target = getattr(target, "_op", target)
+    # Edge ops wrap the aten overload; check the type first, since an ATen OpOverload also has an `_op` attribute
+    # (the builtin), and unwrapping it would make every count 0.
+    if not is_op_overload(target):
+        target = edge_op_overload(target)
     packet = getattr(target, "overloadpacket", None)
     if packet is None:
         return None
     vals = [_val(a) for a in node.args]
     name = packet.__name__
     if name in _MATMUL_PACKETS + _CONV_PACKETS:
-        shapes = torch.utils._pytree.tree_map(
+        shapes = tree_map(
             lambda v: _shape(v) if isinstance(v, torch.Tensor) else v, (vals, dict(node.kwargs)))
         return int(registry[packet](*shapes[0], **shapes[1], out_val=_shape(_val(node))))
     if name in _COMPOSITE_CONVS:  # registry formula: (x, w, bias, stride, padding, dilation, transposed, ...)
@@ -127,7 +130,9 @@ def _recurrent(node: Node, target: Any) -> tuple[int, int]:
     """
     import torch
 
-    data = target._overloadname == "data"
+    from np_optimizer.adapters.torch_private import overload_name
+
+    data = overload_name(target) == "data"
     rows = math.prod(_shape(_val(node.args[0]))[:-1])
     params = [_val(p) for p in cast("list[Any]", node.args[3 if data else 2])]
     tensors = [p for p in params if isinstance(p, torch.Tensor)]
@@ -140,16 +145,18 @@ def recurrent_nodes(ep: ExportedProgram) -> list[dict[str, Any]]:
     and bias elements), params_float (those read as float, not through a dequantize), stack (nn_module_stack)}."""
     import torch
 
+    from np_optimizer.adapters.torch_private import is_op_overload, overload_name
+
     out = []
     for node in ep.graph.nodes:
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        if node.op != "call_function" or not is_op_overload(target):
             continue
         name = target.overloadpacket.__name__
         if name not in RECURRENT_GATES or _val(node.args[0]) is None:
             continue
         macs, params = _recurrent(node, target)
-        weights = cast("list[Any]", node.args[3 if target._overloadname == "data" else 2])
+        weights = cast("list[Any]", node.args[3 if overload_name(target) == "data" else 2])
         float_params = sum(math.prod(_shape(_val(w))) for w in weights
                            if not _is_dequant(getattr(w, "target", None)) and isinstance(_val(w), torch.Tensor)
                            and _val(w).is_floating_point())
@@ -190,7 +197,9 @@ def count_macs(ep: ExportedProgram) -> tuple[int, dict[str, int]]:
 
 
 def _is_dequant(target: Any) -> bool:
-    schema = getattr(target, "_schema", None)
+    from np_optimizer.adapters.torch_private import op_schema
+
+    schema = op_schema(target)
     return getattr(target, "namespace", "") in ("quantized_decomposed", "torchao") and schema is not None and \
         "dequantize" in schema.name
 
@@ -203,10 +212,12 @@ _QUANTIZED_LOOKUPS = {"embedding_byte": 1, "embedding_4bit": 2, "embedding_2bit"
 def _weights_per_element(node: Node) -> int:
     """How many weights each stored element of a constant stands for, when a quantized op reads it as its weight:
     1 through a dequantize, 1/2/4 for a quantized embedding kernel's table; 0 when no such op reads it."""
+    from np_optimizer.adapters.torch_private import op_schema
+
     for user in node.users:
         if _is_dequant(user.target) and user.args[0] is node:
             return 1
-        schema = getattr(user.target, "_schema", None)
+        schema = op_schema(user.target)
         name = schema.name.split("::")[-1] if schema is not None else ""
         if getattr(user.target, "namespace", "") == "quantized_decomposed" and name in _QUANTIZED_LOOKUPS \
                 and user.args[0] is node:
@@ -253,7 +264,7 @@ def count_params(ep: ExportedProgram) -> int:
 def _storage_bytes(t: torch.Tensor) -> int:
     """Bytes actually stored: a wrapper subclass is measured by its inner tensors (`.nbytes` of torchao's
     IntxUnpackedToInt8Tensor reports the fp32 outer size)."""
-    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    from np_optimizer.adapters.torch_private import is_traceable_wrapper_subclass
 
     if is_traceable_wrapper_subclass(t):
         names, _ = t.__tensor_flatten__()

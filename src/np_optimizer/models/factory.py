@@ -167,14 +167,15 @@ def _as_model(result: Any, label: str) -> tuple[Any, Any]:
 def _flat(model: Any, inputs: Any, label: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The model and its inputs as a flat tuple of tensors (nested inputs: the model wrapped to take them flat)."""
     import torch
-    from torch.utils import _pytree as pytree
+
+    from np_optimizer.adapters.torch_private import tree_flatten
 
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"{label} gave a model that is not a torch.nn.Module ({type(model).__name__}).",
                          hint="Return a torch.nn.Module and a tuple of example input tensors.")
     if isinstance(inputs, torch.Tensor):
         return model, (inputs,)
-    leaves, structure = pytree.tree_flatten(tuple(inputs) if isinstance(inputs, (tuple, list)) else inputs)
+    leaves, structure = tree_flatten(tuple(inputs) if isinstance(inputs, (tuple, list)) else inputs)
     if not isinstance(inputs, (tuple, list)) or not leaves or not all(isinstance(t, torch.Tensor) for t in leaves):
         raise ModelError(f"{label} returned example inputs that are not tensors.",
                          hint="Return example_inputs as a tuple of tensors, e.g. (torch.randn(1, 3, 32, 32),).")

@@ -152,9 +152,9 @@ class FlatInputs(nn.Module):
         self.structure = structure
 
     def forward(self, *tensors: torch.Tensor) -> Any:
-        from torch.utils import _pytree as pytree
+        from np_optimizer.adapters.torch_private import tree_unflatten
 
-        return self.model(*pytree.tree_unflatten(list(tensors), self.structure))
+        return self.model(*tree_unflatten(list(tensors), self.structure))
 
 
 def build_builtin(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

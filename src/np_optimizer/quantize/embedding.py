@@ -80,7 +80,10 @@ def _table_problem(edit: Any, table: Any, bits: int, group_size: int) -> str | N
 def _quantize_table(edit: Any, node: Node, table: Node, bits: int, group: int | None) -> tuple[Node, dict[str, Any]]:
     """Insert the integer table, its scales and their dequantize before `node`; the dequantize and the report row."""
     import torch
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers quantized_decomposed::dequantize_*
+
+    from np_optimizer.adapters.torch_private import register_quantized_decomposed
+
+    register_quantized_decomposed()  # quantized_decomposed::dequantize_*
 
     weight = edit.const_value(table)
     q, scales = quantize_table(weight, bits, group)

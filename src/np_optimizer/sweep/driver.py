@@ -10,7 +10,6 @@ shows as live lines or JSON lines.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import time
@@ -24,6 +23,7 @@ import yaml
 from np_optimizer.config.sweep import SweepConfig
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_text
+from np_optimizer.locks import FileLock
 from np_optimizer.metrics import UNITS, MetricType
 from np_optimizer.records.sweep import (
     COMPLETE,
@@ -135,14 +135,15 @@ LEFTOVER_WAIT_S = 60.0  # how long a resumed sweep waits for a stopped sweep's t
 @contextlib.contextmanager
 def _sweep_lock(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOCK_FILE, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    lock = FileLock(folder / LOCK_FILE)
+    try:
+        if not lock.acquire(exclusive=True, timeout=0):
             raise UsageError(f"Another np sweep is driving the sweep of this project ({folder}).",
                              hint="Wait for it to end, or stop it (Ctrl+C) and run np sweep --resume.",
-                             code="NP-SWP-409") from None
+                             code="NP-SWP-409")
         yield
+    finally:
+        lock.release()
 
 
 def _trial_yaml(number: int, params: dict[str, Any], run: dict[str, Any]) -> str:

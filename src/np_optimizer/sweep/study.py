@@ -74,6 +74,8 @@ class SweepStudy:
         self.storage_url = storage
         self.grid = trial_runs(sweep, base_run)
         self._study: optuna.Study | None = None
+        self._storage: optuna.storages.BaseStorage | None = None  # the storage np made (Optuna's public API on it)
+        self._study_id = -1
 
     @property
     def journal(self) -> Path:
@@ -83,23 +85,24 @@ class SweepStudy:
 
     def open(self) -> optuna.Study:
         import optuna
-        from optuna.storages import JournalStorage
+        from optuna.storages import JournalStorage, RDBStorage
         from optuna.storages.journal import JournalFileBackend
+        from sqlalchemy.exc import ArgumentError
 
         optuna.logging.set_verbosity(logging.WARNING)
-        storage: Any
-        if self.storage_url:
-            storage = self.storage_url
-        else:
+        directions = [optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
+                      for o in self.sweep.objectives]
+        storage: optuna.storages.BaseStorage | None = None
+        if not self.storage_url:
             self.folder.mkdir(parents=True, exist_ok=True)
             _repair_journal(self.journal)
             storage = JournalStorage(JournalFileBackend(str(self.journal)))
-        directions = [optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
-                      for o in self.sweep.objectives]
         try:
+            if storage is None:
+                storage = RDBStorage(self.storage_url or "")
             self._study = optuna.create_study(study_name=self.name, storage=storage, directions=directions,
                                               sampler=self._sampler(), load_if_exists=True)
-        except (ImportError, ValueError) as exc:  # no driver for the URL's database, or not a URL SQLAlchemy takes
+        except (ImportError, ValueError, ArgumentError) as exc:  # no driver for the database, or not a URL SQLAlchemy takes
             from np_optimizer.errors import ConfigError
 
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -107,6 +110,9 @@ class SweepStudy:
                               hint="Give a URL SQLAlchemy takes (sqlite:////path/study.db; PostgreSQL needs psycopg2 "
                                    "installed), or leave --storage out for the journal file in sweep/.",
                               code="NP-CFG-400") from None
+        # Optuna wraps an RDBStorage in a cache that writes through and reads unfinished trials from it: np's own
+        # reads and writes go to the storage it made, by the study's public id, never to study._storage.
+        self._storage, self._study_id = storage, storage.get_study_id_from_name(self.name)
         return self._study
 
     @property
@@ -298,19 +304,24 @@ class SweepStudy:
         import optuna
 
         self._set(number, "interrupted", True)
-        self.study._storage.set_trial_state_values(self._trial_id(number), optuna.trial.TrialState.FAIL)
+        self.storage.set_trial_state_values(self._trial_id(number), optuna.trial.TrialState.FAIL)
 
     def started(self, number: int, experiment: str) -> None:
         self._set(number, "experiment", experiment)
 
+    @property
+    def storage(self) -> optuna.storages.BaseStorage:
+        assert self._storage is not None, "open() first"
+        return self._storage
+
     def _trial_id(self, number: int) -> int:
-        return self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        return self.storage.get_trial_id_from_study_id_trial_number(self._study_id, number)
 
     def _set(self, number: int, key: str, value: Any) -> None:
         self._set_all(number, {key: value})
 
     def _set_all(self, number: int, attrs: dict[str, Any]) -> None:
-        storage = self.study._storage
+        storage = self.storage
         trial_id = self._trial_id(number)
         if storage.get_trial(trial_id).state.is_finished():  # told already (a resumed sweep): its record is final
             return

@@ -56,7 +56,6 @@ __all__ = ["ExperimentStore"]
 # Fault injection for the crash-consistency test: NP_FAULT=after-job-write kills this process right after a job.json
 # rename and before report.json's (the window a crash could hit).
 _FAULT_ENV = "NP_FAULT"
-_held: dict[Path, int] = {}  # experiment folders whose lock this process holds, with the nesting depth
 
 
 class ExperimentStore:
@@ -65,22 +64,10 @@ class ExperimentStore:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """The one experiment lock every write of job.json, report.json and meta.json takes; taken once per process
-        when calls nest (flock on a second descriptor of the same file would wait for itself)."""
-        key = self.experiment.root.resolve()
-        if _held.get(key, 0):
-            _held[key] += 1
-            try:
-                yield
-            finally:
-                _held[key] -= 1
-            return
-        with file_lock(key / "experiment"):
-            _held[key] = 1
-            try:
-                yield
-            finally:
-                _held.pop(key, None)
+        """The one experiment lock every write of job.json, report.json and meta.json takes; taken once per thread
+        when calls nest (locks.py counts them)."""
+        with file_lock(self.experiment.root.resolve() / "experiment"):
+            yield
 
     # -- reading: nothing is renamed or rewritten ------------------------------------------------------------------
 

@@ -5,9 +5,9 @@
 
 Files, in queue_dir() (one folder per user, whatever the estimate cache's folder: $NP_QUEUE_DIR, else
 /tmp/np-queue-<uid>, mode 0700), per device key K:
-  K.lock          fcntl.flock(LOCK_EX) on it. The kernel drops the lock when the holder dies (even kill -9), so a
-                  dead holder never blocks. The local measuring process inherits it (local.py): the device is free
-                  again only when np and its measurement are both gone.
+  K.lock          an exclusive flock on it (locks.FileLock). The kernel drops the lock when the holder dies (even
+                  kill -9), so a dead holder never blocks. The local measuring process inherits it (local.py): the
+                  device is free again only when np and its measurement are both gone.
   K.holder.json   written by the holder: pid, label, started_at, expected_s, expected_end. Trusted only while that
                   pid lives.
   K.queue/*.json  one file per waiting job (pid, its start time, enqueued_ns, expected_s, label). Entries whose pid is
@@ -25,8 +25,6 @@ several machines is not supported).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
 import re
@@ -40,6 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from np_optimizer.errors import ConfigError
+from np_optimizer.locks import FileLock
 from np_optimizer.processes import pid_alive, start_ticks
 from np_optimizer.profiler.measure.queue_files import (
     discard as _discard,
@@ -146,7 +145,7 @@ class DeviceLock:
     released_at: float | None = None
     remote: Any = None  # queues.Slot: the destination to measure on (a local lock does not change it)
     place: dict[str, Any] = field(default_factory=dict)  # queues.Slot: only a farm slot names a place
-    _fd: int | None = field(default=None, repr=False)
+    _lock: FileLock | None = field(default=None, repr=False)
     _entry: Path | None = field(default=None, repr=False)
     _record: dict[str, Any] | None = field(default=None, repr=False)  # the holder record this process wrote
 
@@ -201,20 +200,24 @@ class DeviceLock:
     def fileno(self) -> int | None:
         """The locked descriptor while this process holds the device: a child that inherits it keeps the device
         locked until it exits too (local.py hands it to the measuring process)."""
-        return self._fd if self.acquired_at is not None and self.released_at is None else None
+        if self._lock is None or self.acquired_at is None or self.released_at is not None:
+            return None
+        return self._lock.fileno()
 
-    def _open(self) -> int:
-        """Make the folders and open the lock file, replacing whatever damaged thing stands where they belong."""
+    def _open(self) -> FileLock:
+        """Make the folders and the lock file, replacing whatever damaged thing stands where they belong."""
         _private_dir(self.dir, follow_links=not self._default_dir)
         if self.queue_path.exists() and not self.queue_path.is_dir():
             _discard(self.queue_path, "queue folder", "a file where a folder belongs")
         self.queue_path.mkdir(exist_ok=True)
         if self.lock_path.is_dir() and not self.lock_path.is_symlink():
             _discard(self.lock_path, "lock file", "a folder where a file belongs")
-        return os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        lock = FileLock(self.lock_path, mode=0o600)
+        lock.open()  # an unusable lock file fails here, before the job queues
+        return lock
 
     def acquire(self, timeout: float | None = None) -> DeviceLock:
-        self._fd = self._open()
+        self._lock = self._open()
         me = {"pid": os.getpid(), "pid_start": start_ticks(os.getpid()), "host": socket.gethostname(),
               "enqueued_ns": time.time_ns(), "enqueued_at": time.time(), "expected_s": self.expected_s,
               "label": self.label}
@@ -258,20 +261,14 @@ class DeviceLock:
                 time.sleep(self.poll_s)
         except BaseException:
             self._drop_entry()
-            if self.acquired_at is None and self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            if self.acquired_at is None and self._lock is not None:
+                self._lock.release()  # the descriptor of the tries
+                self._lock = None
             raise
 
     def _try_lock(self) -> bool:
-        assert self._fd is not None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            return False
+        assert self._lock is not None
+        return self._lock.acquire(exclusive=True, timeout=0)
 
     def _took_lock(self, me: dict[str, Any], waited: float, immediate: bool) -> None:
         self.acquired_at = time.time()
@@ -297,16 +294,16 @@ class DeviceLock:
             self._entry = None
 
     def release(self) -> None:
-        """Close the lock's descriptor. No LOCK_UN: that would unlock it for a child that still holds it too; the
-        kernel unlocks when the last descriptor is closed."""
-        if self._fd is None:
+        """Let go of the device. The lock's descriptor is closed, never unlocked (locks.py): a child that still holds
+        it keeps the device; the kernel unlocks when the last descriptor is closed."""
+        if self._lock is None:
             return
         record = _read_record(self.holder_path, "holder record", _valid_holder)
         if record and record.get("pid") == os.getpid():
             self.holder_path.unlink(missing_ok=True)
         self.released_at = time.time()
-        os.close(self._fd)
-        self._fd = None
+        self._lock.release()
+        self._lock = None
 
     def __enter__(self) -> DeviceLock:
         return self.acquire()

@@ -20,11 +20,13 @@ from __future__ import annotations
 from typing import cast
 
 import torch
-import torch.ao.quantization.fx._decomposed  # noqa: F401  registers torch.ops.quantized_decomposed
 import torch.nn.functional as F
 from torch import nn
 
+from np_optimizer.adapters.torch_private import register_quantized_decomposed
 from np_optimizer.quantize.aq.scheme import ActivationQuant, WeightQuant
+
+register_quantized_decomposed()  # torch.ops.quantized_decomposed, used below
 
 __all__ = ["QuantizedLinear"]
 

@@ -1,0 +1,108 @@
+"""The one place np touches torch's private API (modules and attributes with a leading underscore): each function here
+says what np relies on, and tests/adapters/test_torch_private.py pins it on the installed torch, so an upgrade that
+moves or changes one fails there first, not inside a step, a compile or a statistic.
+
+    detect_fake_mode        torch._guards.detect_fake_mode: the FakeTensorMode of an exported program's values
+    update_program          ExportedProgram._update: a new program from an edited graph module and signature, run
+                            through torch's verifier (graph/edit.py)
+    is_op_overload          isinstance of torch._ops.OpOverload (an ATen or custom op with its overload chosen)
+    op_schema, overload_name  an OpOverload's `_schema` (name, arguments, is_mutable) and `_overloadname`
+    tree_map, tree_leaves, tree_flatten, tree_unflatten   torch.utils._pytree (torch has no public pytree module yet)
+    is_traceable_wrapper_subclass   torch.utils._python_dispatch's: a tensor subclass (torchao's) with inner tensors
+    register_quantized_decomposed   torch.ao.quantization.fx._decomposed imported: it defines
+                            torch.ops.quantized_decomposed (the PT2E q/dq ops) that loading a .pt2 resolves by name
+
+torch is imported inside each function: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+    from torch.export.graph_signature import ExportGraphSignature
+    from torch.fx import GraphModule
+
+__all__ = ["detect_fake_mode", "update_program", "is_op_overload", "op_schema", "overload_name", "tree_map",
+           "tree_leaves", "tree_flatten", "tree_unflatten", "is_traceable_wrapper_subclass",
+           "register_quantized_decomposed"]
+
+
+def detect_fake_mode(values: Sequence[Any]) -> Any:
+    """The FakeTensorMode the fake tensors among `values` belong to (an exported program's node.meta['val']), or
+    None when there are none."""
+    from torch._guards import detect_fake_mode as detect
+
+    return detect(tuple(values))
+
+
+def update_program(program: ExportedProgram, graph_module: GraphModule, signature: ExportGraphSignature, *,
+                   state_dict: dict[str, Any], constants: dict[str, Any]) -> ExportedProgram:
+    """A copy of `program` with this graph module, signature, state dict and constants (its range constraints,
+    module call graph and verifiers kept), verified by torch: an inconsistent edit raises here."""
+    updated: ExportedProgram = program._update(graph_module, signature, state_dict=state_dict, constants=constants)
+    return updated
+
+
+def is_op_overload(target: object) -> bool:
+    """Whether a call_function node's target is an operator overload (torch.ops.aten.add.Tensor), as opposed to an
+    overload packet, a Python function or a higher-order op."""
+    import torch
+
+    return isinstance(target, torch._ops.OpOverload)
+
+
+def op_schema(target: object) -> Any:
+    """An operator's schema (`.name` "aten::add.Tensor", `.arguments`, `.returns`, `.is_mutable`), or None for a
+    target that has none."""
+    return getattr(target, "_schema", None)
+
+
+def overload_name(target: object) -> str:
+    """An operator overload's name ("Tensor" for aten.add.Tensor; "default" for a single overload); "" for none."""
+    return str(getattr(target, "_overloadname", ""))
+
+
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """`tree` with `fn` applied to each leaf, its structure (tuples, lists, dicts, dataclasses torch knows) kept."""
+    from torch.utils import _pytree
+
+    return _pytree.tree_map(fn, tree)
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    """The leaves of `tree`, in order."""
+    from torch.utils import _pytree
+
+    return list(_pytree.tree_leaves(tree))
+
+
+def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
+    """(the leaves of `tree`, its structure), for tree_unflatten."""
+    from torch.utils import _pytree
+
+    leaves, structure = _pytree.tree_flatten(tree)
+    return list(leaves), structure
+
+
+def tree_unflatten(leaves: list[Any], structure: Any) -> Any:
+    """The tree `structure` (from tree_flatten) rebuilt with these leaves."""
+    from torch.utils import _pytree
+
+    return _pytree.tree_unflatten(leaves, structure)
+
+
+def is_traceable_wrapper_subclass(tensor: Any) -> TypeGuard[Any]:
+    """Whether `tensor` is a wrapper tensor subclass (torchao's quantized tensors) whose data sits in inner tensors
+    (`__tensor_flatten__`)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass as check
+
+    return bool(check(tensor))
+
+
+def register_quantized_decomposed() -> None:
+    """Define torch.ops.quantized_decomposed (quantize_per_tensor, dequantize_per_channel, ...), which programs PT2E
+    wrote name and torch.export.load resolves by name."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401

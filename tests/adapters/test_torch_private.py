@@ -1,0 +1,94 @@
+"""What np relies on in torch's private API (adapters/torch_private.py), pinned on the installed torch with a small
+exported program: an upgrade that moves or changes one of these fails here first."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from np_optimizer.adapters import torch_private as tp
+
+
+class _Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)).add_(1.0)
+
+
+@pytest.fixture(scope="module")
+def program() -> torch.export.ExportedProgram:
+    return torch.export.export(_Small().eval(), (torch.randn(2, 4),))
+
+
+def test_fake_mode_of_an_exported_programs_values(program: torch.export.ExportedProgram) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    vals = [n.meta["val"] for n in program.graph.nodes if n.op == "placeholder"]
+    mode = tp.detect_fake_mode(vals)
+    assert isinstance(mode, FakeTensorMode) and all(v.fake_mode is mode for v in vals)
+    assert tp.detect_fake_mode([torch.ones(1)]) is None  # real tensors: no mode
+
+
+def test_update_program_verifies_the_edit_and_keeps_the_rest(program: torch.export.ExportedProgram) -> None:
+    from torch.export.graph_signature import ExportGraphSignature
+
+    gm = copy.deepcopy(program.graph_module)
+    sig = ExportGraphSignature(input_specs=list(program.graph_signature.input_specs),
+                               output_specs=list(program.graph_signature.output_specs))
+    updated = tp.update_program(program, gm, sig, state_dict=dict(program.state_dict),
+                                constants=dict(program.constants))
+    assert updated is not program
+    assert [n.target for n in updated.graph.nodes] == [n.target for n in gm.graph.nodes]
+    assert updated.module_call_graph is not None and updated.range_constraints == program.range_constraints
+    x = torch.randn(2, 4)
+    assert torch.equal(updated.module()(x), program.module()(x))
+    broken = ExportGraphSignature(input_specs=list(program.graph_signature.input_specs)[1:],  # a weight unnamed
+                                  output_specs=list(program.graph_signature.output_specs))
+    with pytest.raises(Exception):  # noqa: B017 (torch's verifier raises its own error types)
+        tp.update_program(program, copy.deepcopy(program.graph_module), broken, state_dict=dict(program.state_dict),
+                          constants=dict(program.constants))
+
+
+def test_op_overloads_their_schema_and_overload_name(program: torch.export.ExportedProgram) -> None:
+    targets = [n.target for n in program.graph.nodes if n.op == "call_function"]
+    assert targets and all(tp.is_op_overload(t) for t in targets)
+    assert not tp.is_op_overload(torch.ops.aten.add) and not tp.is_op_overload(len)
+    add = torch.ops.aten.add.Tensor
+    assert tp.overload_name(add) == "Tensor" and tp.overload_name(torch.ops.aten.relu.default) == "default"
+    assert tp.overload_name(len) == ""
+    schema = tp.op_schema(add)
+    assert schema.name == "aten::add" and not schema.is_mutable and [a.name for a in schema.arguments][:2] == \
+        ["self", "other"]
+    assert tp.op_schema(torch.ops.aten.add_.Tensor).is_mutable
+    view = tp.op_schema(torch.ops.aten.view.default)
+    assert view.returns[0].alias_info is not None and tp.op_schema(add).returns[0].alias_info is None
+    assert tp.op_schema(len) is None
+    lstm = torch.ops.aten.lstm
+    assert {tp.overload_name(getattr(lstm, name)) for name in lstm.overloads()} >= {"input", "data"}
+
+
+def test_pytree_functions() -> None:
+    tree = {"a": (torch.ones(1), [torch.zeros(2), 3]), "b": None}
+    leaves, structure = tp.tree_flatten(tree)
+    assert [type(x) for x in leaves] == [torch.Tensor, torch.Tensor, int, type(None)]  # None is a leaf too
+    assert tp.tree_leaves(tree)[2] == 3
+    doubled = tp.tree_map(lambda v: v * 2 if isinstance(v, torch.Tensor) else v, tree)
+    assert torch.equal(doubled["a"][0], torch.full((1,), 2.0)) and doubled["a"][1][1] == 3 and doubled["b"] is None
+    rebuilt = tp.tree_unflatten([torch.full((1,), 5.0), torch.zeros(2), 7, None], structure)
+    assert rebuilt["a"][1][1] == 7 and float(rebuilt["a"][0]) == 5.0
+
+
+def test_wrapper_subclass_and_quantized_decomposed_ops() -> None:
+    assert not tp.is_traceable_wrapper_subclass(torch.ones(2))
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    assert tp.is_traceable_wrapper_subclass(TwoTensor(torch.ones(2), torch.zeros(2)))
+    tp.register_quantized_decomposed()
+    q = torch.ops.quantized_decomposed.quantize_per_tensor.default(torch.tensor([0.5, -1.0]), 0.5, 0, -128, 127,
+                                                                   torch.int8)
+    assert q.tolist() == [1, -2]
