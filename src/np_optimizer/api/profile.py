@@ -48,7 +48,7 @@ def parse_profile_opts(items: list[str]) -> dict[str, int | float]:
 
 
 def _finished_jobs(store: ExperimentStore) -> list[JobRecord]:
-    return [j for j in store.jobs() if j.status in ("success", "reused") and j.output]
+    return [j for j in store.jobs() if j.status.done and j.output]
 
 
 def _targets(store: ExperimentStore, ids: list[str], output_checkpoint: Callable[[], str]) -> list[JobRecord]:

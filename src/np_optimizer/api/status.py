@@ -12,6 +12,7 @@ from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json
 from np_optimizer.logs import libraries_log
 from np_optimizer.records import ExportRecord, JobRecord, JobState, MeasurementState, StatusRecord, to_dict
+from np_optimizer.records.status import CompileStatus, JobStatus
 from np_optimizer.workspace import resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -59,10 +60,10 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
     jobs = []
     for job in store.jobs():
         job_state = job.status
-        if job_state == "in_progress" and not _alive(job.pid):
-            job_state = "interrupted"
+        if job_state == JobStatus.IN_PROGRESS and not _alive(job.pid):
+            job_state = JobStatus.INTERRUPTED
         compiled = job.compile or {}
-        if not compiled and job.status in ("success", "reused"):  # np run lowers only what profile: lists
+        if not compiled and job.status.done:  # np run lowers only what profile: lists
             compiled = _lowered_later(store, job, exp.project.device_name)
         jobs.append(JobState(name=job.name, step_type=job.step_type, step_index=job.step_index,
                              checkpoint=job.checkpoint, status=job_state, duration_s=job.duration_s,
@@ -89,14 +90,14 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
     from np_optimizer.api.experiments import output_checkpoint
 
     final = output_checkpoint(exp)
-    last = next((j for j in store.jobs() if j.checkpoint == final and j.status in ("success", "reused")), None)
+    last = next((j for j in store.jobs() if j.checkpoint == final and j.status.done), None)
     if last is None or not last.output:
         raise NotFoundError(f"Nothing to export: the final checkpoint {final} has not finished.",
                             hint="Run the experiment with `np run` (or `np run --retry`).", code="NP-EXP-404")
     device = get_device(exp.project.device_name)
     compiled_dir = compile_dir(store.job_dir(last.name), device)
     record = find_compiled(compiled_dir, device, str(last.output.get("sha256")))
-    if record is None or record.status != "ok" or not record.pte_file:
+    if record is None or record.status != CompileStatus.OK or not record.pte_file:
         reason = record.reason if record else "no intact compiled .pte"
         raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} ({reason}).",
                             hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "

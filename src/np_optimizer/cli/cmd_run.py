@@ -13,6 +13,7 @@ from np_optimizer.cli.options import BudgetOpt, CheckAllOpt, CheckOpt, Experimen
 from np_optimizer.cli.render import failures, line, out, print_json
 from np_optimizer.errors import UsageError
 from np_optimizer.records import RunSummary, to_dict
+from np_optimizer.records.status import RoundStatus, RunStatus
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]
@@ -23,14 +24,14 @@ def summary_dict(summary: RunSummary) -> dict[str, object]:
 
 
 def print_summary(summary: RunSummary) -> None:
-    ok = summary.status == "success"
+    ok = summary.status == RunStatus.SUCCESS
     line(("Run completed successfully.", "green") if ok else ("Run failed.", "red"), f" ({summary.duration_s:.1f} s)")
     for job in summary.jobs:
         mark = {"success": "✓", "reused": "✓ (reused)", "failed": "✗"}.get(job["status"], job["status"])
         out.print(f"  {job['name']:<22} {mark}")
     if summary.profile:
         kinds = sorted({p.result_kind for p in summary.profile})
-        marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
+        marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == RoundStatus.SUCCESS else '✗'}" for p in summary.profile)
         out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
         from np_optimizer.report.rounds import round_failures
 
@@ -78,7 +79,7 @@ def register(app: typer.Typer) -> None:
             summary = api.run(experiment=experiment, project=project, retry=retry, profile_method=method,
                               force=force, console_write=display.write, progress=display.progress)
         record = None
-        if folder is not None and summary.status == "success":
+        if folder is not None and summary.status == RunStatus.SUCCESS:
             record = api.report(experiment=str(folder), check=True, budgets=budget, check_all=check_all)
         if json_mode:
             print_json({**summary_dict(summary), **({"budgets": record.data["budgets"]} if record else {})})

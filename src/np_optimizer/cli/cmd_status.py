@@ -11,6 +11,7 @@ from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json, print_table
 from np_optimizer.records import to_dict
+from np_optimizer.records.status import JobStatus
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +32,7 @@ def register(app: typer.Typer) -> None:
             rows = [[m.checkpoint, "run" if m.trigger == "RUN_INLINE" else "post-hoc", m.device,
                      f"{m.method} ({m.result_kind})", m.status, (m.started_at or "")[:19]] for m in state.measurements]
             print_table("Measurements", ["Checkpoint", "Trigger", "Device", "Method", "Status", "Started"], rows)
-        if state.status == "interrupted":
+        if state.status == JobStatus.INTERRUPTED:
             line(("The last run was interrupted.", "yellow"), " Resume it with: np run --retry")
         if state.log is not None:
             out.print("─── Logs ───")

@@ -29,6 +29,7 @@ from np_optimizer.errors import TimeLimitError, ToolError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.processes import Watch, run_watched, stage
 from np_optimizer.records import from_dict, to_dict
+from np_optimizer.records.status import CompileStatus
 from np_optimizer.versions import tool_version
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def find_compiled(out_dir: Path, device: Device, program_sha256: str) -> Compile
     record = read_compile_record(out_dir)
     if record is None or record.compile_key != compile_key(program_sha256, device):
         return None
-    if record.status == "failed":
+    if record.status == CompileStatus.FAILED:
         return None
     if record.pte_file:
         pte = out_dir / record.pte_file
@@ -81,7 +82,7 @@ def stopped_compile(out_dir: Path, device: Device, program_sha256: str, limit_s:
     """The compilation of exactly this program for this device that a time limit at least `limit_s` stopped: lowering
     it again under the same limit would be stopped again, so the caller reports it instead of waiting once more."""
     record = read_compile_record(out_dir)
-    if record is None or record.status != "failed" or not record.stopped:
+    if record is None or record.status != CompileStatus.FAILED or not record.stopped:
         return None
     if record.compile_key != compile_key(program_sha256, device):
         return None
@@ -118,7 +119,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
             shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     result = _lower(program_path, device, out_dir, sha, key, start, program, watch)
-    if result.status != "failed":  # a failure may be transient (memory, a killed tool): never cached
+    if result.status != CompileStatus.FAILED:  # a failure may be transient (memory, a killed tool): never cached
         stored = cache.put(key, out_dir, to_dict(result))
         entry = str(stored) if stored else None
         result = replace(result, cache={"status": "miss", "key": key, "entry": entry})
@@ -146,14 +147,14 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
     except TimeLimitError as exc:
         stopped = {"limit_s": exc.limit_s, "after_s": exc.elapsed_s, "stage": exc.stage, "option": exc.option,
                    "code": exc.code, "hint": exc.hint}
-        return CompileResult(**base, status="failed", reason=exc.message, stopped=stopped,
+        return CompileResult(**base, status=CompileStatus.FAILED, reason=exc.message, stopped=stopped,
                              seconds=round(time.perf_counter() - start, 3))
     except ToolError as exc:
         if watch is None or exc.code != "NP-TOOL-500":
             raise
-        return CompileResult(**base, status="failed", reason=exc.message, seconds=time.perf_counter() - start)
+        return CompileResult(**base, status=CompileStatus.FAILED, reason=exc.message, seconds=time.perf_counter() - start)
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
-        return CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {_first_line(exc)}",
+        return CompileResult(**base, status=CompileStatus.FAILED, reason=f"{type(exc).__name__}: {_first_line(exc)}",
                              seconds=time.perf_counter() - start)
     pte = out_dir / fields["pte_file"]
     return CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
@@ -181,7 +182,7 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
     write_bytes(pte, executorch_program.buffer)
     if backend.runs_on_host:  # what per-layer host times need: the ETRecord and the map of instructions to layers
         write_trace_files(executorch_program, delegates, out_dir)
-    return {"pte_file": pte.name, **stats, "status": "ok", "reason": None,
+    return {"pte_file": pte.name, **stats, "status": CompileStatus.OK, "reason": None,
             "planned_arena_bytes": planned_arena_bytes(executorch_program),
             **backend.describe(program, device.mlia_target, stats, out_dir)}
 

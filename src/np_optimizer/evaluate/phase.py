@@ -15,6 +15,7 @@ from np_optimizer.errors import ConfigError, error_record
 from np_optimizer.evaluate.inputs import EvalInputs, labelled_inputs, num_classes, project_dataset, unlabelled_inputs
 from np_optimizer.evaluate.session import evaluate_checkpoint, format_metrics
 from np_optimizer.records import CheckpointRef, EvaluationResult
+from np_optimizer.records.status import RoundStatus
 from np_optimizer.workspace import Project, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -69,7 +70,7 @@ def evaluate_refs(refs: list[tuple[CheckpointRef, tuple[str, ...]]], *, store: E
         folder = compile_dir(store.job_dir(ref.job), device)
         result = evaluate_checkpoint(ref=ref, compile_record=dict(job.compile) if job else {}, compile_folder=folder,
                                      device=device, inputs=inputs, metrics=metrics, trigger=trigger, log=log)
-        if result.status == "SUCCESS":
+        if result.status == RoundStatus.SUCCESS:
             log.info(f"  {format_metrics(result)}")
             log.info(f"  (on {result.evaluated_on})")
         for text in result.warnings:
@@ -86,7 +87,7 @@ def failed_evaluation(ref: CheckpointRef, device: Device, metrics: tuple[str, ..
     now = utc_now()
     return EvaluationResult(measurement_id=uuid.uuid4().hex[:12], checkpoint=ref.name, job=ref.job,
                             checkpoint_sha256=ref.sha256, device=device.name, backend=device.backend,
-                            trigger=trigger, status="FAILED", started_at=now, ended_at=now, requested=metrics,
+                            trigger=trigger, status=RoundStatus.FAILED, started_at=now, ended_at=now, requested=metrics,
                             error=error_record(exc))
 
 

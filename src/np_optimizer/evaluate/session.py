@@ -22,6 +22,7 @@ from np_optimizer.evaluate.metrics import (
     task_metrics,
 )
 from np_optimizer.records import CheckpointRef, EvaluationResult, MetricValue
+from np_optimizer.records.status import RoundStatus
 from np_optimizer.versions import tool_version
 from np_optimizer.workspace import utc_now
 
@@ -79,7 +80,7 @@ def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], c
     started = utc_now()
     base = EvaluationResult(measurement_id=uuid.uuid4().hex[:12], checkpoint=ref.name, job=ref.job,
                             checkpoint_sha256=ref.sha256, device=device.name, backend=device.backend, trigger=trigger,
-                            status="FAILED", started_at=started, dataset=inputs.dataset, samples=inputs.count,
+                            status=RoundStatus.FAILED, started_at=started, dataset=inputs.dataset, samples=inputs.count,
                             requested=tuple(metrics))
     try:
         run, evaluated_on = _runner(ref, compile_record, compile_folder, device)
@@ -119,7 +120,7 @@ def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], c
             continue
         out.append(MetricValue(name, float(value), METRIC_UNITS[name], source=source,
                                comparison_model="INPUT_MODEL" if name in COMPARISON_METRICS else None))
-    return replace(base, status="SUCCESS", ended_at=utc_now(), evaluated_on=evaluated_on, metrics=tuple(out),
+    return replace(base, status=RoundStatus.SUCCESS, ended_at=utc_now(), evaluated_on=evaluated_on, metrics=tuple(out),
                    warnings=tuple(warnings))
 
 

@@ -19,6 +19,7 @@ from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
 from np_optimizer.records import JobRecord, to_dict
+from np_optimizer.records.status import CompileStatus, JobStatus
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
@@ -60,7 +61,7 @@ class JobRunner:
         if not self.retry:
             return None
         record = self.store.read_job(name)
-        if record is None or record.status not in ("success", "reused") or record.config_hash != hash_:
+        if record is None or not record.status.done or record.config_hash != hash_:
             return None
         output = record.output or {}
         path = self.store.job_dir(name) / "artifacts" / CHECKPOINT_FILE
@@ -80,7 +81,7 @@ class JobRunner:
             self.log.info(f"Reusing {name}: its input and configuration are unchanged (--retry)")
             record = self.store.read_job(name)
             if record is not None:
-                self.store.write_job(replace(record, status="reused"))
+                self.store.write_job(replace(record, status=JobStatus.REUSED))
                 self.run.module_map = compose(self.run.module_map, record.changes.get("module_map") or {})
             return reused
         job_dir = self.store.job_dir(name)
@@ -90,7 +91,7 @@ class JobRunner:
         t0 = time.perf_counter()
         earlier = self.store.read_job(name)  # its post-hoc rounds stay in the history (the report marks them older)
         record = JobRecord(
-            name=name, step_type=step_type, step_index=index, checkpoint=checkpoint, status="in_progress",
+            name=name, step_type=step_type, step_index=index, checkpoint=checkpoint, status=JobStatus.IN_PROGRESS,
             created_at=started, started_at=started, parameters=parameters, config_hash=hash_, pid=os.getpid(),
             input=None if input_ref is None else {"checkpoint": input_ref.name, "job": input_ref.job,
                                                    "file": os.path.relpath(input_ref.path, job_dir),
@@ -120,21 +121,21 @@ class JobRunner:
             key_map = compose(self.run.module_map, outcome.changes.get("module_map") or {})
             fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir, checkpoint, key_map))
         except BaseException as exc:
-            failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
+            failed = replace(record, status=JobStatus.FAILED if not isinstance(exc, KeyboardInterrupt) else JobStatus.CANCELED,
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                              errors=(error_record(exc),), timings=timings)
             self.store.write_job(failed)
             raise
         self.programs = {name: outcome.program}  # the step's own copy: lowering may have changed the reloaded one
         warnings = list(outcome.warnings)
-        if compiled is not None and compiled.status != "ok":
+        if compiled is not None and compiled.status != CompileStatus.OK:
             warnings.append(f"Lowering {compiled.status} for {compiled.device}: {compiled.reason}")
         from np_optimizer.layers.numerics import numerics_warnings
 
         for text in numerics_warnings((fidelity or {}).get("layers") or {}):  # zeroed or weak activations
             self.log.warning(text)
             warnings.append(text)
-        done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
+        done = replace(record, status=JobStatus.SUCCESS, ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
                        output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
                        compile=to_dict(compiled) if compiled else {}, fidelity=fidelity, warnings=tuple(warnings),
                        timings=timings)
@@ -178,11 +179,11 @@ class JobRunner:
         if reused:
             log.info(f"Reused the compiled {ref.name.lower()} for {device.name} ({compiled.pte_bytes or 0:,} B .pte): "
                      f"{reused}")
-        elif compiled.status == "ok":
+        elif compiled.status == CompileStatus.OK:
             log.info(f"Compiled {ref.name.lower()} for {device.name}: {compiled.pte_bytes:,} B .pte, "
                           f"{compiled.delegated_ops}/{compiled.total_ops} ops delegated "
                           f"({compiled.num_delegates} delegate(s)) in {compiled.seconds:.1f} s")
-        elif compiled.status == "unsupported":
+        elif compiled.status == CompileStatus.UNSUPPORTED:
             log.warning(f"Lowering unsupported for {ref.name.lower()} on {device.name}: {compiled.reason}")
         else:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
@@ -221,7 +222,7 @@ class JobRunner:
                                               seconds=time.perf_counter() - start,
                                               relative_to=self.store.experiment.root)
         del taps
-        if compiled is not None and compiled.status == "ok" and self.run.device.backend_spec.runs_on_host \
+        if compiled is not None and compiled.status == CompileStatus.OK and self.run.device.backend_spec.runs_on_host \
                 and compiled.pte_file:
             from np_optimizer.adapters.executorch_runtime import run_pte
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from np_optimizer.formats import humanize_count, mib
 from np_optimizer.records import ProfileResult
+from np_optimizer.records.status import RoundStatus
 
 __all__ = ["metric_lines"]
 
@@ -36,6 +37,6 @@ def metric_lines(result: ProfileResult) -> list[str]:
         either = macs or params
         source = either.source if either else ""
         lines.append(f"  {', '.join(parts)} ({source})")
-    if result.status != "SUCCESS" and result.error:
+    if result.status != RoundStatus.SUCCESS and result.error:
         lines.append(f"  Failed: {result.error.get('message')}")
     return lines

@@ -6,11 +6,15 @@ A record says how its JSON differs from its fields, declaratively, instead of wr
 - `field(metadata=NOT_WRITTEN)`: a field the JSON leaves out (kept in memory only);
 - `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody);
 - `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it.
+
+A status field is a StrEnum (records/status.py): written as its value, read back as the member (a spelling the enum
+does not know is kept as the string, so a file of another np version still reads).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import types
 import typing
@@ -53,6 +57,8 @@ def _plain(value: Any) -> Any:
         return {**{k: out[k] for k in order if k in out}, **out} if order else out
     if isinstance(value, PurePath):
         return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -95,6 +101,8 @@ def _coerce(hint: Any, value: Any) -> Any:
         return from_dict(hint, value)  # type: ignore[arg-type]
     if hint is Path and isinstance(value, str):
         return Path(value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint._value2member_map_.get(value, value)
     if origin in (tuple, list) and isinstance(value, list):
         inner = args[0] if args else Any
         return origin(_coerce(inner, v) for v in value)

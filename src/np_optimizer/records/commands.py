@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
 from np_optimizer.records.results import EvaluationResult, ProfileResult
+from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, RunStatus
 
 __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
            "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
@@ -60,11 +61,11 @@ class JobState:
     step_type: str
     step_index: int
     checkpoint: str
-    status: str
+    status: JobStatus
     duration_s: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    lowering: str | None = None  # the compile status for the project's device: ok | failed | unsupported
+    lowering: CompileStatus | None = None  # the compile status for the project's device
     lowering_reason: str | None = None
     errors: tuple[dict[str, Any], ...] = ()
 
@@ -75,7 +76,7 @@ class MeasurementState:
 
     checkpoint: str | None
     trigger: str | None
-    status: str | None
+    status: RoundStatus | None
     method: str | None
     result_kind: str | None
     device: str | None
@@ -117,7 +118,7 @@ class RunSummary:
     No schema_version: `np run --json` prints `to_dict()` of it, whose shape is pinned."""
 
     experiment: str
-    status: str  # "success" | "failed"
+    status: RunStatus
     duration_s: float
     jobs: tuple[dict[str, Any], ...] = ()
     profile: tuple[ProfileResult, ...] = ()
@@ -127,9 +128,9 @@ class RunSummary:
     @property
     def exit_code(self) -> int:
         """0; else 4 when every failure (the step's and the rounds') is a device that could not be reached, else 1."""
-        if self.status == "success":
+        if self.status == RunStatus.SUCCESS:
             return 0
-        codes = [str(p.error.get("code")) for p in self.profile if p.status != "SUCCESS" and p.error]
+        codes = [str(p.error.get("code")) for p in self.profile if p.status != RoundStatus.SUCCESS and p.error]
         if self.error is not None:
             codes.append(str(self.error.get("code")))
         return failure_exit_code(codes) or EXIT_FAILED
@@ -148,7 +149,7 @@ class EvaluationRound:
 
     @property
     def failed(self) -> list[EvaluationResult]:
-        return [r for r in self.results if r.status != "SUCCESS"]
+        return [r for r in self.results if r.status != RoundStatus.SUCCESS]
 
     @property
     def exit_code(self) -> int:
@@ -178,7 +179,7 @@ class ProfileRound:
 
     @property
     def failed(self) -> list[ProfileResult]:
-        return [r for r in self.results if r.status != "SUCCESS"]
+        return [r for r in self.results if r.status != RoundStatus.SUCCESS]
 
     @property
     def exit_code(self) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.records.codec import SCHEMA_VERSION
+from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
 __all__ = ["CheckpointRef", "CompileResult", "MetricValue", "ProfileResult", "EvaluationResult", "JobRecord"]
 
@@ -49,7 +50,7 @@ class ProfileResult:
     method: str
     result_kind: str  # "estimated" | "measured"
     trigger: str  # "RUN_INLINE" | "POSTHOC"
-    status: str  # "SUCCESS" | "FAILED"
+    status: RoundStatus
     started_at: str
     ended_at: str | None = None
     requested_method: str | None = None
@@ -83,7 +84,7 @@ class EvaluationResult:
     device: str
     backend: str
     trigger: str  # "RUN_INLINE" | "POSTHOC"
-    status: str  # "SUCCESS" | "FAILED"
+    status: RoundStatus
     started_at: str
     ended_at: str | None = None
     dataset: dict[str, Any] | None = None  # name, path, format, samples; None: the evaluation inputs (no labels)
@@ -107,7 +108,7 @@ class JobRecord:
     step_type: str
     step_index: int
     checkpoint: str
-    status: str  # "pending" | "in_progress" | "success" | "failed" | "reused"
+    status: JobStatus
     created_at: str
     started_at: str | None = None
     ended_at: str | None = None
@@ -135,7 +136,7 @@ class CompileResult:
     device: str
     backend: str
     target: str | None
-    status: str  # "ok" | "unsupported" (nothing the device can run) | "failed"
+    status: CompileStatus
     program_sha256: str
     compile_key: str
     reason: str | None = None

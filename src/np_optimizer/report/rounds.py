@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from np_optimizer.formats import fmt_number, mib
 from np_optimizer.records import ProfileResult
 from np_optimizer.records.report import Table
+from np_optimizer.records.status import RoundStatus
 
 __all__ = ["round_kind", "round_table", "round_messages", "round_failures"]
 
@@ -16,7 +17,7 @@ _HEADLINE = [("Latency (ms)", "LATENCY"), ("Memory (MB)", "MEMORY"), ("Weight Me
 
 def round_kind(results: Sequence[ProfileResult]) -> str:
     """What the successful results are: measured, estimated, mixed, or failed (none succeeded)."""
-    kinds = {r.result_kind for r in results if r.status == "SUCCESS"}
+    kinds = {r.result_kind for r in results if r.status == RoundStatus.SUCCESS}
     if not kinds:
         return "failed"
     return next(iter(kinds)) if len(kinds) == 1 else "mixed"
@@ -24,7 +25,7 @@ def round_kind(results: Sequence[ProfileResult]) -> str:
 
 def _estimator(results: Sequence[ProfileResult]) -> str:
     """` (mlia 0.9 / ethos-u85-256, 500MHz)`: the tool behind the round's estimates, or ''."""
-    estimated = next((r for r in results if r.result_kind == "estimated" and r.status == "SUCCESS"), None)
+    estimated = next((r for r in results if r.result_kind == "estimated" and r.status == RoundStatus.SUCCESS), None)
     if estimated is None:
         return ""
     p = estimated.provenance
@@ -56,7 +57,7 @@ def round_table(results: Sequence[ProfileResult], requested_method: str | None) 
     """One row per checkpoint: a Status column when some failed, a Method column when none was asked for, and the
     headline metrics some result has."""
     shown = [(h, t) for h, t in _HEADLINE if any(r.metric(t) for r in results)]
-    failed = any(r.status != "SUCCESS" for r in results)
+    failed = any(r.status != RoundStatus.SUCCESS for r in results)
     columns = ["Name"] + (["Status"] if failed else []) + (["Method"] if requested_method is None else []) + \
         [h for h, _ in shown]
     rows = []
@@ -100,7 +101,7 @@ def round_failures(results: Sequence[ProfileResult]) -> list[tuple[str, str, str
     about an unreachable device, a missing runtime...), so the console says it too."""
     out = []
     for r in results:
-        if r.status == "SUCCESS":
+        if r.status == RoundStatus.SUCCESS:
             continue
         error = r.error or {}
         hint = error.get("hint")

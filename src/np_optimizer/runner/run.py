@@ -23,6 +23,7 @@ from np_optimizer.pipeline.context import RunContext, StepContext, StepOutcome
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
+from np_optimizer.records.status import RoundStatus, RunStatus
 from np_optimizer.workspace import Experiment, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -126,9 +127,9 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         else:
             get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
             store.update_report(lambda r: r.update({"profile": {"enabled": False, "listed": [], "results": []}}))
-        failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
-        failed_evaluations = [e for e in evaluations if e.status != "SUCCESS"]
-        status = "failed" if error is not None or failed_profiles or failed_evaluations else "success"
+        failed_profiles = [p for p in rounds if p.status != RoundStatus.SUCCESS]
+        failed_evaluations = [e for e in evaluations if e.status != RoundStatus.SUCCESS]
+        status = RunStatus.FAILED if error is not None or failed_profiles or failed_evaluations else RunStatus.SUCCESS
         summary = RunSummary(experiment=experiment.name, status=status, duration_s=round(time.perf_counter() - started, 2),
                              jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
                                         for j in store.jobs()), profile=tuple(rounds), error=error,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ValidationFailed, error_record
+from np_optimizer.records.status import RoundStatus, RunStatus
 
 __all__ = ["run_trial", "main"]
 
@@ -41,14 +42,14 @@ def run_trial(experiment_dir: Path, *, method: str | None, retry: bool, measure_
             summary = api.run(experiment=str(experiment_dir), retry=retry, profile_method=method,
                               progress=lambda text: emit({"event": "progress", "text": text}))
             error = summary.error
-            if error is None and summary.status != "success":
-                failed = [p for p in summary.profile if p.status != "SUCCESS"]
+            if error is None and summary.status != RunStatus.SUCCESS:
+                failed = [p for p in summary.profile if p.status != RoundStatus.SUCCESS]
                 error = failed[0].error if failed and failed[0].error else {"message": "a profiling round failed"}
         if error is None and measure_on:
             emit({"event": "progress", "text": f"measuring on {measure_on}"})
             measured = api.profile(["OUTPUT_MODEL"], experiment=str(experiment_dir), device=measure_on,
                                    method=measuring_method(measure_on))
-            failed_rounds = [r for r in measured.results if r.status != "SUCCESS"]
+            failed_rounds = [r for r in measured.results if r.status != RoundStatus.SUCCESS]
             if failed_rounds:
                 error = failed_rounds[0].error or {"message": f"the measurement on {measure_on} failed"}
         done: dict[str, Any] = {"event": "done", "status": "failed" if error else "success", "error": error}

@@ -15,6 +15,7 @@ from typing import Any
 from np_optimizer.errors import StoreError
 from np_optimizer.files import CorruptFileError, read_json
 from np_optimizer.records import SCHEMA_VERSION, JobRecord, from_dict
+from np_optimizer.records.status import JobStatus
 from np_optimizer.workspace.shapes import shape_problem
 
 __all__ = ["DAMAGED", "JobFile", "read_job_file", "job_record_problem", "job_copy_in", "damaged_job", "set_aside", "check_version",
@@ -22,7 +23,7 @@ __all__ = ["DAMAGED", "JobFile", "read_job_file", "job_record_problem", "job_cop
 
 _log = logging.getLogger("np.Store")
 _warned: set[str] = set()
-DAMAGED = "damaged"  # the status of a job whose job.json cannot be read and has no copy in report.json
+DAMAGED = JobStatus.DAMAGED  # the status of a job whose job.json cannot be read and has no copy in report.json
 
 
 def warn_once(message: str) -> None:
