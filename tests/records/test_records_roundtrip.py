@@ -15,7 +15,7 @@ import pytest
 
 import np_optimizer.records as records
 from np_optimizer.records import from_dict, to_dict
-from np_optimizer.records.codec import NOT_WRITTEN
+from np_optimizer.records.codec import NOT_WRITTEN, PRESENT
 
 RECORDS = sorted(name for name in records.__all__
                  if isinstance(getattr(records, name), type) and dataclasses.is_dataclass(getattr(records, name)))
@@ -44,7 +44,7 @@ def sample(hint: Any, depth: int = 0) -> Any:
 def build(cls: type, depth: int = 0) -> Any:
     hints = typing.get_type_hints(cls)
     return cls(**{f.name: sample(hints[f.name], depth) for f in dataclasses.fields(cls)
-                  if f.init and f.metadata != NOT_WRITTEN})
+                  if f.init and f.metadata not in (NOT_WRITTEN, PRESENT)})
 
 
 @pytest.mark.parametrize("name", RECORDS)

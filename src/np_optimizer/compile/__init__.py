@@ -29,7 +29,8 @@ from np_optimizer.errors import TimeLimitError, ToolError
 from np_optimizer.models.source import sha256_file
 from np_optimizer.processes import Watch, run_watched, stage
 from np_optimizer.records import from_dict, to_dict
-from np_optimizer.records.status import CompileStatus
+from np_optimizer.records.parts import CompileCacheUse, CompileStop
+from np_optimizer.records.status import CacheStatus, CompileStatus
 from np_optimizer.versions import tool_version
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def stopped_compile(out_dir: Path, device: Device, program_sha256: str, limit_s:
         return None
     if record.compile_key != compile_key(program_sha256, device):
         return None
-    return record if float(record.stopped.get("limit_s") or 0) >= limit_s else None
+    return record if float(record.stopped.limit_s or 0) >= limit_s else None
 
 
 def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
@@ -122,7 +123,7 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
     if result.status != CompileStatus.FAILED:  # a failure may be transient (memory, a killed tool): never cached
         stored = cache.put(key, out_dir, to_dict(result))
         entry = str(stored) if stored else None
-        result = replace(result, cache={"status": "miss", "key": key, "entry": entry})
+        result = replace(result, cache=CompileCacheUse.miss(key, entry))
     write_compile_record(out_dir, result)
     return result
 
@@ -145,8 +146,8 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
         else:
             fields = _lower_and_write(loaded, device, out_dir)
     except TimeLimitError as exc:
-        stopped = {"limit_s": exc.limit_s, "after_s": exc.elapsed_s, "stage": exc.stage, "option": exc.option,
-                   "code": exc.code, "hint": exc.hint}
+        stopped = CompileStop(limit_s=exc.limit_s, after_s=exc.elapsed_s, stage=exc.stage, option=exc.option,
+                              code=exc.code, hint=exc.hint)
         return CompileResult(**base, status=CompileStatus.FAILED, reason=exc.message, stopped=stopped,
                              seconds=round(time.perf_counter() - start, 3))
     except ToolError as exc:
@@ -193,19 +194,18 @@ def _from_cache(hit: CachedCompile, device: Device, out_dir: Path, start: float)
     stored = from_dict(CompileResult, {k: v for k, v in hit.record.items() if k != "cache"})
     saved = stored.seconds
     result = replace(stored, device=device.name, target=device.mlia_target, seconds=round(time.perf_counter() - start, 3),
-                     cache={"status": "hit", "key": hit.key, "entry": str(hit.folder), "saved_s": saved,
-                            "compiled_for": stored.device})
+                     cache=CompileCacheUse.hit(hit.key, str(hit.folder), saved, stored.device))
     write_compile_record(out_dir, result)
     return result
 
 
 def reuse_note(result: CompileResult) -> str | None:
     """How a compilation was reused, for log lines: the cache entry and the lowering time saved; None if it was not."""
-    cache = result.cache or {}
-    if cache.get("status") != "hit":
+    cache = result.cache
+    if cache is None or cache.status != CacheStatus.HIT:
         return None
-    return (f"compile cache entry {str(cache.get('key'))[:12]}, first compiled for {cache.get('compiled_for')}: "
-            f"saved {float(cache.get('saved_s') or 0):.1f} s of lowering")
+    return (f"compile cache entry {str(cache.key)[:12]}, first compiled for {cache.compiled_for}: "
+            f"saved {float(cache.saved_s or 0):.1f} s of lowering")
 
 
 def _first_line(exc: BaseException) -> str:

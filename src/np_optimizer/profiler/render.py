@@ -14,8 +14,8 @@ def metric_lines(result: ProfileResult) -> list[str]:
     lines: list[str] = []
     latency = result.metric("LATENCY")
     if latency is not None:
-        extras = result.extras.get("latency_ms", {})
-        if result.result_kind == "measured" and extras:
+        extras = result.extras.get("latency_ms")
+        if result.result_kind == "measured" and isinstance(extras, dict) and extras:
             runs = f", {result.provenance.get('runs_done')} runs" + (" (partial)" if result.partial else "")
             lines.append(f"  Latency: {extras['avg']:.2f} ms (avg), {extras['min']:.2f} ms (min), "
                          f"{extras['max']:.2f} ms (max), {extras['median']:.2f} ms (median){runs}")
@@ -38,5 +38,5 @@ def metric_lines(result: ProfileResult) -> list[str]:
         source = either.source if either else ""
         lines.append(f"  {', '.join(parts)} ({source})")
     if result.status != RoundStatus.SUCCESS and result.error:
-        lines.append(f"  Failed: {result.error.get('message')}")
+        lines.append(f"  Failed: {result.error.message}")
     return lines

@@ -5,7 +5,10 @@ A record says how its JSON differs from its fields, declaratively, instead of wr
 - `field(metadata=json_name("budget"))`: the field's JSON key;
 - `field(metadata=NOT_WRITTEN)`: a field the JSON leaves out (kept in memory only);
 - `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody);
-- `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it.
+- `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it;
+- `field(metadata=PRESENT)` on a `frozenset[str] | None` field: the keys the record was read with (from_dict sets
+  it), and the only keys to_dict writes when it is set. For a record whose files hold a subset of its keys (the
+  compile summary of a round, a cache miss without saved_s): it re-encodes with the keys it was read with.
 
 A status field is a StrEnum (records/status.py): written as its value, read back as the member (a spelling the enum
 does not know is kept as the string, so a file of another np version still reads).
@@ -19,14 +22,24 @@ import functools
 import types
 import typing
 from pathlib import Path, PurePath
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar, Union
 
-__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN"]
+__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "PRESENT", "JsonValue"]
 
 SCHEMA_VERSION = 1
+# A value JSON holds, for the parts of a record whose keys are open-ended by nature (a tool's extras, a step's options)
+JsonValue: TypeAlias = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
 T = TypeVar("T")
 _KEY = "np_json_key"
 NOT_WRITTEN: dict[str, Any] = {_KEY: None}
+_PRESENT = "np_json_present"
+PRESENT: dict[str, Any] = {_KEY: None, _PRESENT: True}
+
+
+@functools.lru_cache(maxsize=None)
+def _present_field(cls: type) -> str | None:
+    """The name of the record's PRESENT field, if it has one."""
+    return next((f.name for f in dataclasses.fields(cls) if f.metadata.get(_PRESENT)), None)
 
 
 def json_name(key: str) -> dict[str, Any]:
@@ -47,9 +60,11 @@ def to_dict(record: Any) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
+        present_field = _present_field(type(value))
+        present = getattr(value, present_field) if present_field else None
         for f in dataclasses.fields(value):
             key = _key(f)
-            if key is not None:
+            if key is not None and (present is None or key in present):
                 out[key] = _plain(getattr(value, f.name))
         for key, attribute in getattr(value, "__json_computed__", {}).items():
             out[key] = _plain(getattr(value, attribute))
@@ -80,6 +95,9 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
         key = _key(f)
         if key is not None and key in data and f.init:
             kwargs[f.name] = _coerce(hints[f.name], data[key])
+    present_field = _present_field(typing.cast(type, cls))
+    if present_field:
+        kwargs[present_field] = frozenset(k for k in (_key(f) for f in dataclasses.fields(cls)) if k in data)  # type: ignore[arg-type]
     return cls(**kwargs)
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
+from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.results import EvaluationResult, ProfileResult
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, RunStatus
 
 __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
            "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
-           "RunSummary", "EvaluationRound", "ProfileRound"]
+           "RunSummary", "RunJob", "EvaluationRound", "ProfileRound", "Lowering"]
+
+# A job's lowering as np status shows it: compile.json's status, or "not lowered" (np run lowers what profile: lists)
+Lowering = CompileStatus | Literal["not lowered"]
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,9 @@ class JobState:
     duration_s: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    lowering: CompileStatus | None = None  # the compile status for the project's device
+    lowering: Lowering | None = None  # the compile status for the project's device
     lowering_reason: str | None = None
-    errors: tuple[dict[str, Any], ...] = ()
+    errors: tuple[ErrorRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,15 @@ class ExportRecord:
 
 
 @dataclass(frozen=True)
+class RunJob:
+    """One job of `np run --json`'s `jobs`."""
+
+    name: str
+    status: JobStatus
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """`np run`: how the run ended, its jobs, its profile rounds, and the error that stopped the steps (if any).
 
@@ -120,9 +133,9 @@ class RunSummary:
     experiment: str
     status: RunStatus
     duration_s: float
-    jobs: tuple[dict[str, Any], ...] = ()
+    jobs: tuple[RunJob, ...] = ()
     profile: tuple[ProfileResult, ...] = ()
-    error: dict[str, Any] | None = None
+    error: ErrorRecord | None = None
     evaluation: tuple[EvaluationResult, ...] = ()
 
     @property
@@ -130,9 +143,9 @@ class RunSummary:
         """0; else 4 when every failure (the step's and the rounds') is a device that could not be reached, else 1."""
         if self.status == RunStatus.SUCCESS:
             return 0
-        codes = [str(p.error.get("code")) for p in self.profile if p.status != RoundStatus.SUCCESS and p.error]
+        codes = [str(p.error.code) for p in self.profile if p.status != RoundStatus.SUCCESS and p.error]
         if self.error is not None:
-            codes.append(str(self.error.get("code")))
+            codes.append(str(self.error.code))
         return failure_exit_code(codes) or EXIT_FAILED
 
 
@@ -175,7 +188,7 @@ class ProfileRound:
     @property
     def reused(self) -> bool:
         """True only when every result was reused (the batch rule of the reference product)."""
-        return bool(self.results) and all(r.cache.get("reused") for r in self.results)
+        return bool(self.results) and all(r.cache.reused for r in self.results)
 
     @property
     def failed(self) -> list[ProfileResult]:
@@ -184,7 +197,7 @@ class ProfileRound:
     @property
     def exit_code(self) -> int:
         """0, or 4 when every failed round could not reach its device, else 1."""
-        return failure_exit_code([str((r.error or {}).get("code")) for r in self.failed])
+        return failure_exit_code([str(r.error.code if r.error else None) for r in self.failed])
 
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["JobStatus", "RunStatus", "RoundStatus", "CompileStatus", "CacheStatus", "TrialState", "BudgetStatus"]
+__all__ = ["ExperimentStatus", "JobStatus", "RunStatus", "RoundStatus", "CompileStatus", "CacheStatus", "TrialState", "BudgetStatus"]
 
 
 class JobStatus(StrEnum):
@@ -29,6 +29,17 @@ class JobStatus(StrEnum):
     def done(self) -> bool:
         """The job's checkpoint exists and is current."""
         return self in (JobStatus.SUCCESS, JobStatus.REUSED)
+
+
+class ExperimentStatus(StrEnum):
+    """meta.json's `status` (and report.json's copy): where the experiment's last run stands. Views may show other
+    words where the file cannot say (np status: "unknown (meta.json unreadable)", np experiments: "invalid")."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # Ctrl+C, or (np status) running in a process that is gone
 
 
 class RunStatus(StrEnum):

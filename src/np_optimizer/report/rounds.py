@@ -29,8 +29,9 @@ def _estimator(results: Sequence[ProfileResult]) -> str:
     if estimated is None:
         return ""
     p = estimated.provenance
-    if "target_profile" in p and "core_clock_hz" in p:  # an estimate for a target profile (MLIA's)
-        return f" ({p['tool']} {p['tool_version']} / {p['target_profile']}, {p['core_clock_hz'] / 1e6:g}MHz)"
+    clock = p.get("core_clock_hz")
+    if "target_profile" in p and isinstance(clock, (int, float)):  # an estimate for a target profile (MLIA's)
+        return f" ({p['tool']} {p['tool_version']} / {p['target_profile']}, {clock / 1e6:g}MHz)"
     return f" ({p.get('tool')} {p.get('tool_version')})"
 
 
@@ -103,7 +104,6 @@ def round_failures(results: Sequence[ProfileResult]) -> list[tuple[str, str, str
     for r in results:
         if r.status == RoundStatus.SUCCESS:
             continue
-        error = r.error or {}
-        hint = error.get("hint")
-        out.append((r.checkpoint.lower(), str(error.get("message") or "failed"), str(hint) if hint else None))
+        hint = r.error.hint if r.error else None
+        out.append((r.checkpoint.lower(), (r.error.message if r.error else "") or "failed", hint or None))
     return out

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ValidationFailed, error_record
+from np_optimizer.records.codec import to_dict
+from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.status import RoundStatus, RunStatus
 
 __all__ = ["run_trial", "main"]
@@ -37,22 +39,23 @@ def run_trial(experiment_dir: Path, *, method: str | None, retry: bool, measure_
 
     started = time.monotonic()
     try:
-        error = None
+        error: ErrorRecord | None = None
         if not measure_only:
             summary = api.run(experiment=str(experiment_dir), retry=retry, profile_method=method,
                               progress=lambda text: emit({"event": "progress", "text": text}))
             error = summary.error
             if error is None and summary.status != RunStatus.SUCCESS:
                 failed = [p for p in summary.profile if p.status != RoundStatus.SUCCESS]
-                error = failed[0].error if failed and failed[0].error else {"message": "a profiling round failed"}
+                error = failed[0].error if failed and failed[0].error else ErrorRecord.with_message("a profiling round failed")
         if error is None and measure_on:
             emit({"event": "progress", "text": f"measuring on {measure_on}"})
             measured = api.profile(["OUTPUT_MODEL"], experiment=str(experiment_dir), device=measure_on,
                                    method=measuring_method(measure_on))
             failed_rounds = [r for r in measured.results if r.status != RoundStatus.SUCCESS]
             if failed_rounds:
-                error = failed_rounds[0].error or {"message": f"the measurement on {measure_on} failed"}
-        done: dict[str, Any] = {"event": "done", "status": "failed" if error else "success", "error": error}
+                error = failed_rounds[0].error or ErrorRecord.with_message(f"the measurement on {measure_on} failed")
+        done: dict[str, Any] = {"event": "done", "status": RunStatus.FAILED if error else RunStatus.SUCCESS,
+                                "error": to_dict(error) if error else None}
     except ValidationFailed as exc:  # the trial's run.yaml breaks a rule of the device or model: say which
         errors = [i for i in exc.issues if not i.is_warning]
         first = errors[0] if errors else None

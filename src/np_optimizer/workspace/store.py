@@ -28,6 +28,8 @@ from typing import Any, Union
 
 from np_optimizer.files import CorruptFileError, file_lock, read_json, write_json
 from np_optimizer.records import SCHEMA_VERSION, EvaluationResult, JobRecord, ProfileResult, to_dict
+from np_optimizer.records.parts import CompileSummary
+from np_optimizer.records.status import CompileStatus
 from np_optimizer.workspace.damaged import (
     DAMAGED,
     JobFile,
@@ -61,18 +63,17 @@ def empty_report(exp: Experiment) -> dict[str, Any]:
 
 def pipeline_entry(record: JobRecord) -> dict[str, Any]:
     """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart)."""
-    compiled = record.compile or {}
-    fidelity = record.fidelity or {}
+    compiled = record.compile
     return {
         "job": record.name, "step_type": record.step_type, "step_index": record.step_index,
         "checkpoint": record.checkpoint, "status": record.status, "started_at": record.started_at,
-        "ended_at": record.ended_at, "duration_s": record.duration_s, "output": record.output,
-        "lowering": {k: compiled.get(k) for k in ("device", "status", "reason", "pte_bytes", "num_delegates",
-                                                  "delegated_ops", "non_delegated_ops", "planned_arena_bytes")}
-        if compiled else None,
-        "lowering_failed": compiled.get("status") == "failed",
-        "lowering_unsupported": compiled.get("status") == "unsupported",
-        "fidelity": fidelity, "warnings": list(record.warnings), "errors": list(record.errors),
+        "ended_at": record.ended_at, "duration_s": record.duration_s,
+        "output": to_dict(record.output) if record.output else None,
+        "lowering": to_dict(compiled.only(CompileSummary.INDEX_KEYS)) if compiled.lowered else None,
+        "lowering_failed": compiled.status == CompileStatus.FAILED,
+        "lowering_unsupported": compiled.status == CompileStatus.UNSUPPORTED,
+        "fidelity": to_dict(record.fidelity), "warnings": list(record.warnings),
+        "errors": [to_dict(e) for e in record.errors],
     }
 
 
