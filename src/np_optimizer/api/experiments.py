@@ -12,7 +12,8 @@ from np_optimizer.devices import get_device
 from np_optimizer.errors import UsageError
 from np_optimizer.files import CorruptFileError, read_json, write_json, write_text
 from np_optimizer.plan import build_plan, plan_notes
-from np_optimizer.records import ExperimentRecord, ValidationReport
+from np_optimizer.records import ExperimentRecord, ValidationReport, from_dict
+from np_optimizer.records.commands import ExperimentJob
 from np_optimizer.workspace import (
     Experiment,
     check_experiment_name,
@@ -84,9 +85,10 @@ def experiment_info(name: str | None = None, *, project: str | None = None, cwd:
     for job_file in sorted(exp.root.glob("[0-9][0-9]_*/job.json")):
         try:
             job = read_json(job_file)
-            jobs.append({"name": job_file.parent.name, "status": job.get("status"), "step_type": job.get("step_type")})
+            jobs.append(from_dict(ExperimentJob, {"name": job_file.parent.name, "status": job.get("status"),
+                                                  "step_type": job.get("step_type")}))
         except CorruptFileError:
-            jobs.append({"name": job_file.parent.name, "status": "unreadable", "step_type": None})
+            jobs.append(ExperimentJob(job_file.parent.name, "unreadable", None))
     return ExperimentRecord(
         name=exp.name, path=str(exp.root), project=owner.name, device=owner.device_name,
         steps=config.run.step_kinds if config else (),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
@@ -13,7 +13,7 @@ from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, R
 
 __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
            "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
-           "RunSummary", "RunJob", "EvaluationRound", "ProfileRound", "Lowering"]
+           "RunSummary", "RunJob", "EvaluationRound", "ProfileRound", "Lowering", "ExperimentJob", "DeviceMethod"]
 
 # A job's lowering as np status shows it: compile.json's status, or "not lowered" (np run lowers what profile: lists)
 Lowering = CompileStatus | Literal["not lowered"]
@@ -35,11 +35,20 @@ class ProjectRecord:
     device: str
     runtime: str
     backend: str
-    model: dict[str, Any]
+    model: ModelSpec
     calibration_dataset: str | None
     created_at: str
     experiments: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class ExperimentJob:
+    """One job of `np experiments show --json`: its status as job.json says it, or "unreadable"."""
+
+    name: str
+    status: JobStatus | Literal["unreadable"] | None
+    step_type: str | None
 
 
 @dataclass(frozen=True)
@@ -50,10 +59,10 @@ class ExperimentRecord:
     device: str
     steps: tuple[str, ...]
     profile: tuple[str, ...] | None
-    status: str
+    status: str  # an ExperimentStatus, or "invalid" (run.yaml breaks a rule), "unknown (...)"
     created_at: str | None = None
     updated_at: str | None = None
-    jobs: tuple[dict[str, Any], ...] = ()
+    jobs: tuple[ExperimentJob, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
 
@@ -248,6 +257,16 @@ class FarmView:
 
 
 @dataclass(frozen=True)
+class DeviceMethod:
+    """What one profiling method gives on a device, as `np devices ls --json` prints it."""
+
+    result_kind: str  # "estimated" | "measured"
+    metrics: tuple[str, ...]
+    requires: str | None = None  # a precondition the user must meet (an SSH destination)
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class DeviceRecord:
     """One row of `np devices ls --json`: a device of the catalogue and the metrics each of its methods gives."""
 
@@ -259,5 +278,5 @@ class DeviceRecord:
     architecture: str
     memory: str
     mlia_target: str | None
-    methods: dict[str, dict[str, Any]]
+    methods: dict[str, DeviceMethod]  # by method name
     notes: str

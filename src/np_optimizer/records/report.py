@@ -25,7 +25,7 @@ class PipelineRow:
     model: str  # input_model | 01_graph_optimize | ...
     checkpoint: str
     step_type: str
-    status: JobStatus
+    status: str  # the index's copy of job.json's status (a JobStatus value; "" when missing)
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None  # the inline profile result
     listed: bool = False  # in run.yaml's profile list

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.status import TrialState
 
 __all__ = ["SweepObjective", "SweepConstraint", "SweepTrial", "SweepRecord", "TRIAL_STATES", "COMPLETE", "FAILED",
@@ -43,7 +44,7 @@ class SweepConstraint:
 class SweepTrial:
     number: int  # the Optuna trial number (0, 1, ...): one per configuration, never reused
     experiment: str  # the experiment folder that ran it: experiment_07
-    params: dict[str, Any]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
+    params: dict[str, JsonValue]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
     state: TrialState
     checkpoint: str | None = None  # the checkpoint the values are of (the trial's last step): GRAPH_QUANTIZE
     values: dict[str, float | None] = field(default_factory=dict)  # metric -> value (None: the trial did not give it)
@@ -87,7 +88,7 @@ class FrontPoint:
     number: int
     experiment: str
     state: TrialState
-    params: dict[str, Any]
+    params: dict[str, JsonValue]
     values: dict[str, float | None]  # objective name -> value in the objective's stored unit (None: not given)
     pareto: bool = False  # on the front: no feasible trial with every objective value is at least as good on all
     # objectives and better on one (equal trials are both on it)
