@@ -12,6 +12,7 @@ from np_optimizer.cli.options import JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json, print_table
 from np_optimizer.errors import UsageError
 from np_optimizer.records import to_dict
+from np_optimizer.records.status import TrialState
 
 _EPILOG = ("Example: np sweep --dry-run   (then: np sweep; after Ctrl+C: np sweep --resume; np report for the front; "
            "np sweep --ray 10.0.0.5:6379 to spread the trials over a Ray cluster)")
@@ -126,7 +127,7 @@ def _run(owner: object, plan: object, *, resume: bool, ray: str | None, storage:
         line(("Interrupted.", "yellow"), " Finished trials are recorded; np sweep --resume continues the sweep "
              "(trials that were running run again).", stderr=True)
         return 130
-    failed = [t for t in record.trials if t.state == "failed"]
+    failed = [t for t in record.trials if t.state == TrialState.FAILED]
     if not json_mode:
         done = sum(1 for t in record.trials if t.state == "complete")
         line(("Sweep finished: ", "bold"), f"{done} trial(s) complete, {len(failed)} failed.")

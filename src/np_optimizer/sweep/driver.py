@@ -24,6 +24,7 @@ from np_optimizer.config.sweep import SweepConfig
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json, write_text
 from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import (
     COMPLETE,
     FAILED,
@@ -212,7 +213,7 @@ class _Driver:
         values: dict[str, float | None] = {}
         checkpoint = None
         caveats: tuple[str, ...] = ()
-        if done.get("status") == "success":
+        if done.get("status") == RunStatus.SUCCESS:
             try:
                 got = trial_values(Experiment(self.run.project.root / trial.experiment), metrics_of(self.run.sweep),
                                    self.run.sweep.measure_on)
@@ -226,7 +227,7 @@ class _Driver:
             reason = str(error.get("message") or "failed").splitlines()[0]
         self.study.tell(number, values, reason, {"values": values, "checkpoint": checkpoint,
                                                  "duration_s": done.get("duration_s"), "caveats": list(caveats)})
-        state = FAILED if reason is not None and (done.get("status") != "success" or
+        state = FAILED if reason is not None and (done.get("status") != RunStatus.SUCCESS or
                                                    any(values.get(str(o.metric)) is None
                                                        for o in self.run.sweep.objectives)) else COMPLETE
         self.trials[number] = replace(trial, state=state, values=values, reason=reason, checkpoint=checkpoint,

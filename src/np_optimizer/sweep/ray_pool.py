@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from np_optimizer.errors import NetworkError
 from np_optimizer.processes import dies_with_parent
+from np_optimizer.records.status import RunStatus
 from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent, TrialJob
 from np_optimizer.workspace import WORKSPACE_FILE, Project
 
@@ -264,7 +265,7 @@ class RayPool:
                 "message": f"the trial's results from Ray node {node} cannot be written here: {exc}",
                 "hint": f"Check that {job.experiment_dir.parent} is writable and has space."}}
         measure_on = job.measure_on if job.measure_on is not None else self.measure_on
-        if done.get("status") == "success" and measure_on:
+        if done.get("status") == RunStatus.SUCCESS and measure_on:
             self._events.put(TrialEvent(job.number, "progress", f"ran on node {node}; waiting to measure here"))
             self._measuring.add(job.number)
             self._measures.put((job, done))
