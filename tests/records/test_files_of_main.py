@@ -98,3 +98,12 @@ def test_a_file_without_the_newer_keys_reads_with_defaults() -> None:
     assert record.output.nodes is None and not record.compile.lowered
     assert record.errors == (ErrorRecord("NP-CMP-500", "lowering failed"),)
     assert _encoded(record) == {**data, "timings": {}, "evaluation": [], "pid": None}
+
+
+def test_a_failed_round_writes_the_empty_parts_it_always_wrote() -> None:
+    """A round that failed before compiling keeps {} for its cache and compile summary, None for its error's absence."""
+    failed = ProfileResult("m1", "INPUT_MODEL", "00_input_model", "sha", "host", "executorch", "xnnpack", "mlia",
+                           "estimated", "POSTHOC", RoundStatus.FAILED, "t0", error=ErrorRecord.with_message("gone"))
+    data = to_dict(failed)
+    assert data["cache"] == {} and data["compile"] == {} and data["error"] == {"message": "gone"}
+    assert data["status"] == "FAILED" and from_dict(ProfileResult, data) == failed

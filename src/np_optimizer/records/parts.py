@@ -147,6 +147,11 @@ class RoundCache:
     cached_at: str | None = None
     present: frozenset[str] | None = _present()
 
+    @classmethod
+    def none(cls) -> RoundCache:
+        """A round that never reached the cache (it failed before): written as {}."""
+        return cls(present=frozenset())
+
 
 @dataclass(frozen=True)
 class JobInput:

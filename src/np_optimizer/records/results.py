@@ -74,7 +74,7 @@ class ProfileResult:
     warnings: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
     partial: bool = False
-    cache: RoundCache = field(default_factory=RoundCache)
+    cache: RoundCache = field(default_factory=RoundCache.none)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per part: compile_s, profile_s, ...
     artifacts: dict[str, str] = field(default_factory=dict)
     compile: CompileSummary = NO_COMPILE  # CompileSummary.ROUND_KEYS
