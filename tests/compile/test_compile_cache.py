@@ -102,7 +102,7 @@ _WRITER = textwrap.dedent("""
     from np_optimizer.compile import compile_checkpoint
     from np_optimizer.devices import get_device
     result = compile_checkpoint(Path(sys.argv[1]), get_device("raspberry_pi_5"), Path(sys.argv[2]))
-    print(result.status, result.pte_sha256, (result.cache or {}).get("status"))
+    print(result.status, result.pte_sha256, result.cache.status if result.cache else None)
 """)
 
 
@@ -152,11 +152,11 @@ def test_damaged_entry_is_a_warned_miss_and_replaced(compiled_run: Path, module_
     program = compiled_run / "02_graph_quantize" / "artifacts" / "model.pt2"
     with caplog.at_level("WARNING", logger="np"):
         result = compile_checkpoint(program, get_device("raspberry_pi_5"), tmp_path / "out")
-    assert result.status == "ok" and result.cache and result.cache["status"] == "miss"
+    assert result.status == "ok" and result.cache and result.cache.status == "miss"
     assert result.pte_sha256 == pte_sha  # compiled again, to the same bytes
     assert any("damaged compile cache entry" in r.getMessage() for r in caplog.records)
     again = compile_checkpoint(program, get_device("raspberry_pi_5"), tmp_path / "out2")
-    assert again.cache and again.cache["status"] == "hit"  # the damaged entry was replaced by a whole one
+    assert again.cache and again.cache.status == "hit"  # the damaged entry was replaced by a whole one
     assert folder.is_dir()
 
 

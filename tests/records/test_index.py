@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from np_optimizer.records import EvaluationResult, JobRecord, ProfileResult, to_dict
+from np_optimizer.records import EvaluationResult, JobRecord, ProfileResult, from_dict, to_dict
 from np_optimizer.records.index import (
     DAMAGED,
     EvaluationPhase,
@@ -18,6 +18,8 @@ from np_optimizer.records.index import (
     ProfilingPhase,
     build_index,
 )
+from np_optimizer.records.parts import CompileSummary, JobOutput
+from np_optimizer.records.status import JobStatus
 
 _touched: list[str] | None = None  # file events seen while `no_file_access` is on (None: off)
 
@@ -54,8 +56,13 @@ def _evaluation(job: str, checkpoint: str, started_at: str, trigger: str = "RUN_
 
 
 def _job(name: str, index: int, step_type: str, **fields: Any) -> JobRecord:
+    if "compile" in fields:  # job.json's compile block, as a file holds it
+        fields["compile"] = from_dict(CompileSummary, fields["compile"])
+    if "output" in fields:
+        fields["output"] = from_dict(JobOutput, {"checkpoint": step_type.upper(), "file": "artifacts/model.pt2",
+                                                 **fields["output"]})
     return JobRecord(name=name, step_type=step_type, step_index=index, checkpoint=step_type.upper(),
-                     **{"status": "success", "created_at": "2026-01-01T00:00:00", **fields})
+                     **{"status": JobStatus.SUCCESS, "created_at": "2026-01-01T00:00:00", **fields})
 
 
 RUN = "2026-01-02T00:00:00"  # the latest run's Profiling and Evaluation phases began here
@@ -97,7 +104,8 @@ def test_index_holds_the_latest_run_the_post_hoc_rounds_and_rounds_without_a_job
     index = build_index(JOBS, STATE)
     assert index.pipeline.input_model is not None and index.pipeline.input_model.job == "00_input_model"
     assert [s.job for s in index.pipeline.steps] == ["01_graph_optimize", "02_graph_quantize"]  # step order
-    assert index.pipeline.input_model.lowering == {"device": "raspberry_pi_5", "status": "ok", "reason": None,
+    assert index.pipeline.input_model.lowering is not None
+    assert to_dict(index.pipeline.input_model.lowering) == {"device": "raspberry_pi_5", "status": "ok", "reason": None,
                                                    "pte_bytes": 100, "num_delegates": 1, "delegated_ops": None,
                                                    "non_delegated_ops": None, "planned_arena_bytes": None}
     assert index.pipeline.steps[1].lowering_failed and not index.pipeline.steps[1].lowering_unsupported

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -14,7 +15,7 @@ import pytest
 
 import np_optimizer.records as records
 from np_optimizer.records import from_dict, to_dict
-from np_optimizer.records.codec import NOT_WRITTEN
+from np_optimizer.records.codec import NOT_WRITTEN, PRESENT
 
 RECORDS = sorted(name for name in records.__all__
                  if isinstance(getattr(records, name), type) and dataclasses.is_dataclass(getattr(records, name)))
@@ -29,6 +30,8 @@ def sample(hint: Any, depth: int = 0) -> Any:
         return build(typing.cast(type, hint), depth + 1)
     if hint is Path:
         return Path("folder/file.pt2")
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return list(hint)[-1]
     if origin in (tuple, list):
         return origin([sample(args[0], depth)]) if args and depth < 3 else origin()
     if origin is dict:
@@ -41,7 +44,7 @@ def sample(hint: Any, depth: int = 0) -> Any:
 def build(cls: type, depth: int = 0) -> Any:
     hints = typing.get_type_hints(cls)
     return cls(**{f.name: sample(hints[f.name], depth) for f in dataclasses.fields(cls)
-                  if f.init and f.metadata != NOT_WRITTEN})
+                  if f.init and f.metadata not in (NOT_WRITTEN, PRESENT)})
 
 
 @pytest.mark.parametrize("name", RECORDS)
@@ -65,3 +68,20 @@ def test_declared_json_shapes() -> None:
     round_ = records.ProfileRound("e", "host", "on-device", (), requested_method="on-device")
     assert to_dict(round_) == {"experiment": "e", "device": "host", "method": "on-device", "results": [],
                                "reused": False}
+
+
+def test_statuses_keep_their_spellings() -> None:
+    """A status is written as the string the files always held and read back as the enum member; a spelling the enum
+    does not know (a file of another np version) reads as the string, not an error."""
+    from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, TrialState
+    from np_optimizer.records.sweep import SweepTrial
+
+    job = records.JobRecord("01_graph_optimize", "graph_optimize", 1, "GRAPH_OPTIMIZE", JobStatus.IN_PROGRESS, "t0")
+    data = json.loads(json.dumps(to_dict(job)))
+    assert data["status"] == "in_progress" and type(data["status"]) is str
+    assert from_dict(records.JobRecord, data).status is JobStatus.IN_PROGRESS
+    assert from_dict(records.JobRecord, {**data, "status": "later_word"}).status == "later_word"
+    assert to_dict(records.CompileResult("d", "b", None, CompileStatus.UNSUPPORTED, "", ""))["status"] == "unsupported"
+    assert from_dict(SweepTrial, {"number": 0, "experiment": "e", "params": {}, "state": "complete"}).state \
+        is TrialState.COMPLETE
+    assert [s.value for s in RoundStatus] == ["SUCCESS", "FAILED"]

@@ -106,7 +106,7 @@ def _evaluate(exp: Any, ids: list[str], data: Path | None, metrics: tuple[str, .
             from np_optimizer.records import CheckpointRef
 
             ref = CheckpointRef(job.checkpoint, job.name, store.job_dir(job.name),
-                                str((job.output or {}).get("sha256", "")))
+                                job.output.sha256 if job.output else "")
             failed = failed_evaluation(ref, device, chosen, "POSTHOC", exc)
             log.error(f"{job.checkpoint.lower()}: {exc.message}")
             store.add_evaluation(failed)

@@ -13,6 +13,7 @@ from np_optimizer.errors import UsageError
 from np_optimizer.files import write_text
 from np_optimizer.plan import build_plan, plan_notes
 from np_optimizer.records import ExperimentRecord, ValidationReport
+from np_optimizer.records.commands import ExperimentJob
 from np_optimizer.workspace import (
     Experiment,
     check_experiment_name,
@@ -71,7 +72,7 @@ def experiment_info(name: str | None = None, *, project: str | None = None, cwd:
     config, _issues = check_experiment_config(exp.run_file, device, model=owner.info["model"])
     store = ExperimentStore(exp)  # a damaged meta.json or job.json reads from its copy in report.json, with a warning
     meta = store.read_meta()
-    jobs = [{"name": j.name, "status": j.status, "step_type": j.step_type} for j in store.jobs()]
+    jobs = [ExperimentJob(j.name, j.status, j.step_type) for j in store.jobs()]
     return ExperimentRecord(
         name=exp.name, path=str(exp.root), project=owner.name, device=owner.device_name,
         steps=config.run.step_kinds if config else (),

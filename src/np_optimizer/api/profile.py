@@ -52,7 +52,7 @@ def parse_profile_opts(items: list[str]) -> dict[str, int | float]:
 
 
 def _finished_jobs(store: ExperimentStore) -> list[JobRecord]:
-    return [j for j in store.jobs() if j.status in ("success", "reused") and j.output]
+    return [j for j in store.jobs() if j.status.done and j.output]
 
 
 def _targets(store: ExperimentStore, ids: list[str], output_checkpoint: Callable[[], str]) -> list[JobRecord]:
@@ -91,15 +91,15 @@ def _targets(store: ExperimentStore, ids: list[str], output_checkpoint: Callable
 
 def _checkpoint(store: ExperimentStore, job: JobRecord) -> CheckpointRef:
     """The job's checkpoint file, checked against the sha256 its job recorded."""
-    output = job.output or {}
-    path = store.job_dir(job.name) / str(output.get("file", "artifacts/model.pt2"))
+    output = job.output
+    path = store.job_dir(job.name) / (output.file if output else "artifacts/model.pt2")
     if not path.is_file():
         raise NotFoundError(f"The checkpoint file of {job.name} is missing ({path}).",
                             hint="Run `np run --retry` to make it again.", code="NP-CKP-404")
-    if sha256_file(path) != output.get("sha256"):
+    if output is None or sha256_file(path) != output.sha256:
         raise NotFoundError(f"The checkpoint file of {job.name} does not match the sha256 its job recorded "
                             "(changed or corrupt).", hint="Run `np run --retry` to make it again.", code="NP-CKP-409")
-    return CheckpointRef(job.checkpoint, job.name, path, str(output["sha256"]))
+    return CheckpointRef(job.checkpoint, job.name, path, output.sha256)
 
 
 def _config(exp: Experiment) -> ExperimentConfig | None:
@@ -189,7 +189,7 @@ def _profile(exp: Experiment, ids: list[str] | None, *, method: str | None, devi
             ref = _checkpoint(store, job)
         except NotFoundError as exc:
             base = round_base(checkpoint=job.checkpoint, job=job.name, device=target, method=chosen,
-                              checkpoint_sha256=str((job.output or {}).get("sha256", "")), requested_method=method,
+                              checkpoint_sha256=job.output.sha256 if job.output else "", requested_method=method,
                               trigger="POSTHOC")
             failed = failed_round(base, support.result_kind, exc, log)
             store.add_profile_round(failed)

@@ -12,7 +12,7 @@ from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json, write_text
 from np_optimizer.models.catalog import BUILTIN_MODELS, BuiltinModel
 from np_optimizer.models.source import ModelSpec, copy_model_into
-from np_optimizer.records import ProjectRecord, WorkspaceInitResult, to_dict
+from np_optimizer.records import ProjectRecord, WorkspaceInitResult, from_dict, to_dict
 from np_optimizer.samples import SAMPLE_PROJECTS
 from np_optimizer.workspace import (
     PROJECT_FILE,
@@ -141,7 +141,7 @@ def _record(project: Project) -> ProjectRecord:
     info = project.info  # ConfigError naming project.json when it is not a project record
     return ProjectRecord(
         name=project.name, path=str(project.root), device=info["device"], runtime=str(info.get("runtime", "")),
-        backend=str(info.get("backend", "")), model=info["model"],
+        backend=str(info.get("backend", "")), model=from_dict(ModelSpec, info["model"]),
         calibration_dataset=_optional_text(info.get("calibration_dataset")),
         created_at=str(info.get("created_at", "")), experiments=tuple(e.name for e in project.experiments()),
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
@@ -12,6 +11,8 @@ from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json
 from np_optimizer.logs import libraries_log
 from np_optimizer.records import ExportRecord, JobRecord, JobState, MeasurementState, StatusRecord, to_dict
+from np_optimizer.records.commands import Lowering
+from np_optimizer.records.status import CompileStatus, ExperimentStatus, JobStatus
 from np_optimizer.workspace import resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -38,13 +39,14 @@ def _make_folder(target: Path) -> None:
                           hint="Pass -o/--output a folder you can write to.", code="NP-CFG-400") from None
 
 
-def _lowered_later(store: ExperimentStore, job: JobRecord, device_name: str) -> dict[str, Any]:
-    """The lowering of a job np run did not lower: the one np profile made since, if any."""
+def _lowered_later(store: ExperimentStore, job: JobRecord, device_name: str) -> tuple[Lowering, str]:
+    """The lowering of a job np run did not lower: the one np profile made since, if any; and why."""
     device = get_device(device_name)
-    found = find_compiled(compile_dir(store.job_dir(job.name), device), device, str((job.output or {}).get("sha256")))
+    found = find_compiled(compile_dir(store.job_dir(job.name), device), device,
+                          str(job.output.sha256 if job.output else None))
     if found is not None:
-        return {"status": found.status, "reason": "lowered by np profile" + (f": {found.reason}" if found.reason else "")}
-    return {"status": "not lowered", "reason": "not listed under profile: (np profile lowers it)"}
+        return found.status, "lowered by np profile" + (f": {found.reason}" if found.reason else "")
+    return "not lowered", "not listed under profile: (np profile lowers it)"
 
 
 def status(*, experiment: str | None = None, project: str | None = None, logs: bool = False,
@@ -53,21 +55,22 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     store = ExperimentStore(exp)
     meta = store.read_meta()  # a damaged meta.json reads as "unknown", with a warning; nothing is renamed
-    state = str(meta.get("status", "created"))
-    if state == "running" and not _alive(meta.get("pid")):
-        state = "interrupted"
+    state = str(meta.get("status", ExperimentStatus.CREATED))
+    if state == ExperimentStatus.RUNNING and not _alive(meta.get("pid")):
+        state = ExperimentStatus.INTERRUPTED
     jobs = []
     for job in store.jobs():
         job_state = job.status
-        if job_state == "in_progress" and not _alive(job.pid):
-            job_state = "interrupted"
-        compiled = job.compile or {}
-        if not compiled and job.status in ("success", "reused"):  # np run lowers only what profile: lists
-            compiled = _lowered_later(store, job, exp.project.device_name)
+        if job_state == JobStatus.IN_PROGRESS and not _alive(job.pid):
+            job_state = JobStatus.INTERRUPTED
+        lowering: Lowering | None = job.compile.status
+        reason = job.compile.reason
+        if not job.compile.lowered and job.status.done:  # np run lowers only what profile: lists
+            lowering, reason = _lowered_later(store, job, exp.project.device_name)
         jobs.append(JobState(name=job.name, step_type=job.step_type, step_index=job.step_index,
                              checkpoint=job.checkpoint, status=job_state, duration_s=job.duration_s,
-                             started_at=job.started_at, ended_at=job.ended_at, lowering=compiled.get("status"),
-                             lowering_reason=compiled.get("reason"), errors=tuple(job.errors)))
+                             started_at=job.started_at, ended_at=job.ended_at, lowering=lowering,
+                             lowering_reason=reason, errors=job.errors))
     report = store.read_report()
     measurements = [MeasurementState(checkpoint=r.get("checkpoint"), trigger=r.get("trigger"), status=r.get("status"),
                                      method=r.get("method"), result_kind=r.get("result_kind"), device=r.get("device"),
@@ -89,14 +92,14 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
     from np_optimizer.api.experiments import output_checkpoint
 
     final = output_checkpoint(exp)
-    last = next((j for j in store.jobs() if j.checkpoint == final and j.status in ("success", "reused")), None)
+    last = next((j for j in store.jobs() if j.checkpoint == final and j.status.done), None)
     if last is None or not last.output:
         raise NotFoundError(f"Nothing to export: the final checkpoint {final} has not finished.",
                             hint="Run the experiment with `np run` (or `np run --retry`).", code="NP-EXP-404")
     device = get_device(exp.project.device_name)
     compiled_dir = compile_dir(store.job_dir(last.name), device)
-    record = find_compiled(compiled_dir, device, str(last.output.get("sha256")))
-    if record is None or record.status != "ok" or not record.pte_file:
+    record = find_compiled(compiled_dir, device, last.output.sha256)
+    if record is None or record.status != CompileStatus.OK or not record.pte_file:
         reason = record.reason if record else "no intact compiled .pte"
         raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} ({reason}).",
                             hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "

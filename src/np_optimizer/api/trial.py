@@ -9,9 +9,10 @@ import os
 import sys
 import time
 from dataclasses import replace
-from typing import Any
 
-from np_optimizer.errors import ValidationFailed, error_record
+from np_optimizer.errors import ValidationFailed
+from np_optimizer.records.parts import ErrorRecord
+from np_optimizer.records.status import RoundStatus, RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 from np_optimizer.sweep.worker import Emit, Worker, job_of, progress_line, result_line
 
@@ -26,9 +27,10 @@ def measuring_method(device_name: str) -> str:
     return next((m.method for m in device.methods if m.result_kind == "measured"), device.methods[0].method)
 
 
-def _error(record: dict[str, Any] | None, default: str) -> TrialError:
-    record = record or {}
-    return TrialError(str(record.get("message") or default), record.get("hint"), record.get("code"))
+def _error(record: ErrorRecord | None, default: str) -> TrialError:
+    if record is None:
+        return TrialError(default)
+    return TrialError(record.message or default, record.hint, record.code)
 
 
 def _steps_and_measurement(job: TrialJob, emit: Emit) -> TrialError | None:
@@ -42,14 +44,14 @@ def _steps_and_measurement(job: TrialJob, emit: Emit) -> TrialError | None:
         summary = run(experiment=folder, retry=job.retry, profile_method=job.method, progress=emit)
         if summary.error is not None:
             return _error(summary.error, "the run failed")
-        if summary.status != "success":
-            failed = [p for p in summary.profile if p.status != "SUCCESS"]
+        if summary.status != RunStatus.SUCCESS:
+            failed = [p for p in summary.profile if p.status != RoundStatus.SUCCESS]
             return _error(failed[0].error if failed else None, "a profiling round failed")
     if job.measure_on:
         emit(f"measuring on {job.measure_on}")
         measured = profile(["OUTPUT_MODEL"], experiment=folder, device=job.measure_on,
                                method=measuring_method(job.measure_on))
-        failed_rounds = [r for r in measured.results if r.status != "SUCCESS"]
+        failed_rounds = [r for r in measured.results if r.status != RoundStatus.SUCCESS]
         if failed_rounds:
             return _error(failed_rounds[0].error, f"the measurement on {job.measure_on} failed")
     return None
@@ -62,7 +64,7 @@ def run_trial(job: TrialJob, emit: Emit = lambda _text: None) -> TrialResult:
     from np_optimizer.workspace import Experiment
 
     started = time.monotonic()
-    result = TrialResult(job.experiment_dir.name, "failed")
+    result = TrialResult(job.experiment_dir.name, RunStatus.FAILED)
     try:
         error = _steps_and_measurement(job, emit)
         if error is not None:
@@ -73,7 +75,7 @@ def run_trial(job: TrialJob, emit: Emit = lambda _text: None) -> TrialResult:
             except Exception as exc:  # noqa: BLE001 - a damaged report fails the trial, not the sweep
                 result = replace(result, error=TrialError(f"its report cannot be read: {exc}"))
             else:
-                result = replace(result, status="success", checkpoint=got.checkpoint, figures=got.figures,
+                result = replace(result, status=RunStatus.SUCCESS, checkpoint=got.checkpoint, figures=got.figures,
                                  notes=got.notes, caveats=got.caveats)
     except ValidationFailed as exc:  # the trial's run.yaml breaks a rule of the device or model: say which
         errors = [i for i in exc.issues if not i.is_warning]
@@ -81,7 +83,7 @@ def run_trial(job: TrialJob, emit: Emit = lambda _text: None) -> TrialResult:
         result = replace(result, error=TrialError(f"run.yaml: {first.message}" if first else exc.message,
                                                   first.hint if first else exc.hint, exc.code))
     except Exception as exc:  # noqa: BLE001 - any failure is the trial's, recorded with its reason; the sweep goes on
-        result = replace(result, error=_error(error_record(exc), "failed"))
+        result = replace(result, error=_error(ErrorRecord.of(exc), "failed"))
     return replace(result, duration_s=round(time.monotonic() - started, 3))
 
 

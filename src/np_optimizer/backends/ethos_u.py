@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
 from np_optimizer.processes import stage
+from np_optimizer.records.status import CompileStatus
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -218,7 +219,7 @@ def describe_ethos_u(program: ExportedProgram, target: str | None, stats: dict[s
     quantized = is_quantized(program)
     fields: dict[str, Any] = {}
     if stats["num_delegates"] == 0:
-        fields["status"] = "unsupported"
+        fields["status"] = CompileStatus.UNSUPPORTED
         fields["reason"] = ("the checkpoint is float: Ethos-U runs int8/int16 only, so no operator was delegated "
                             "(quantize it with graph_quantize)" if not quantized
                             else "no operator of the checkpoint is supported by the Ethos-U partitioner")

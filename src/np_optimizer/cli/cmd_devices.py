@@ -18,8 +18,8 @@ app = typer.Typer(help="The device catalogue and what each profiling method give
 def _methods(device: DeviceRecord) -> str:
     parts = []
     for method, gives in device.methods.items():
-        need = " (SSH)" if gives.get("requires") else ""
-        parts.append(f"{method}{need}: {', '.join(str(x) for x in gives.get('metrics', ()))}")
+        need = " (SSH)" if gives.requires else ""
+        parts.append(f"{method}{need}: {', '.join(str(x) for x in gives.metrics)}")
     return "; ".join(parts)
 
 

@@ -72,5 +72,5 @@ def info(
     rows = [["Path", record.path], ["Project", record.project], ["Device", record.device],
             ["Steps", ", ".join(record.steps) or "-"], ["Profile", ", ".join(record.profile or ()) or "(no profiling)"],
             ["Status", record.status]]
-    rows += [[j["name"], j["status"]] for j in record.jobs]
+    rows += [[j.name, str(j.status)] for j in record.jobs]
     print_table(f"Experiment: {record.name}", ["Field", "Value"], rows)

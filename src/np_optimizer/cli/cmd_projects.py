@@ -42,7 +42,7 @@ def create(
 
 
 def _row(p: ProjectRecord) -> list[object]:
-    return [p.name, p.model.get("name"), p.device, p.runtime, p.backend, len(p.experiments)]
+    return [p.name, p.model.name, p.device, p.runtime, p.backend, len(p.experiments)]
 
 
 @app.command("ls", epilog="Example: np projects ls --plain")
@@ -68,7 +68,7 @@ def info(
     if json_mode:
         print_json(to_dict(record))
         return
-    rows = [["Path", record.path], ["Model", f"{record.model.get('kind')}: {record.model.get('source')}"],
+    rows = [["Path", record.path], ["Model", f"{record.model.kind}: {record.model.source}"],
             ["Device", record.device], ["Runtime / backend", f"{record.runtime} / {record.backend}"],
             ["Calibration data", record.calibration_dataset or "generated samples"],
             ["Experiments", ", ".join(record.experiments) or "-"], ["Created", record.created_at]]

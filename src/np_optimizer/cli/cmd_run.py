@@ -13,6 +13,7 @@ from np_optimizer.cli.options import BudgetOpt, CheckAllOpt, CheckOpt, Experimen
 from np_optimizer.cli.render import failures, line, out, print_json
 from np_optimizer.errors import UsageError
 from np_optimizer.records import RunSummary, to_dict
+from np_optimizer.records.status import JobStatus, RoundStatus, RunStatus
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]
@@ -23,22 +24,23 @@ def summary_dict(summary: RunSummary) -> dict[str, object]:
 
 
 def print_summary(summary: RunSummary) -> None:
-    ok = summary.status == "success"
+    ok = summary.status == RunStatus.SUCCESS
     line(("Run completed successfully.", "green") if ok else ("Run failed.", "red"), f" ({summary.duration_s:.1f} s)")
     for job in summary.jobs:
-        mark = {"success": "✓", "reused": "✓ (reused)", "failed": "✗"}.get(job["status"], job["status"])
-        out.print(f"  {job['name']:<22} {mark}")
+        mark = {JobStatus.SUCCESS: "✓", JobStatus.REUSED: "✓ (reused)", JobStatus.FAILED: "✗"}.get(job.status,
+                                                                                                    job.status)
+        out.print(f"  {job.name:<22} {mark}")
     if summary.profile:
         kinds = sorted({p.result_kind for p in summary.profile})
-        marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == 'SUCCESS' else '✗'}" for p in summary.profile)
+        marks = "  ".join(f"{p.checkpoint.lower()}{'✓' if p.status == RoundStatus.SUCCESS else '✗'}" for p in summary.profile)
         out.print(f"  Profile   {marks}  ({', '.join(kinds)})")
         from np_optimizer.report.rounds import round_failures
 
         failures(round_failures(summary.profile))
     if summary.error:
-        line((str(summary.error["message"]), "red"))
-        if summary.error.get("hint"):
-            line(("Hint:", "yellow"), " ", str(summary.error["hint"]))
+        line((summary.error.message, "red"))
+        if summary.error.hint:
+            line(("Hint:", "yellow"), " ", summary.error.hint)
     out.print("Next: np report   (np status for jobs, np export for the .pte)")
 
 

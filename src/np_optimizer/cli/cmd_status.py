@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -11,6 +11,7 @@ from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import line, out, print_json, print_table
 from np_optimizer.records import to_dict
+from np_optimizer.records.status import ExperimentStatus
 
 
 def register(app: typer.Typer) -> None:
@@ -23,15 +24,15 @@ def register(app: typer.Typer) -> None:
         if json_mode:
             print_json(to_dict(state))
             return
-        rows = [[j.name, j.step_type, j.status, f"{j.duration_s:.1f} s" if j.duration_s else "-", j.lowering or "-",
-                 (j.errors[0].get("message") if j.errors else j.lowering_reason or "")] for j in state.jobs]
+        rows: list[list[Any]] = [[j.name, j.step_type, j.status, f"{j.duration_s:.1f} s" if j.duration_s else "-", j.lowering or "-",
+                 (j.errors[0].message if j.errors else j.lowering_reason or "")] for j in state.jobs]
         print_table(f"Experiment: {state.experiment}  Status: {state.status}",
                     ["Job", "Type", "Status", "Duration", "Lowering", "Detail"], rows)
         if state.measurements:
             rows = [[m.checkpoint, "run" if m.trigger == "RUN_INLINE" else "post-hoc", m.device,
                      f"{m.method} ({m.result_kind})", m.status, (m.started_at or "")[:19]] for m in state.measurements]
             print_table("Measurements", ["Checkpoint", "Trigger", "Device", "Method", "Status", "Started"], rows)
-        if state.status == "interrupted":
+        if state.status == ExperimentStatus.INTERRUPTED:
             line(("The last run was interrupted.", "yellow"), " Resume it with: np run --retry")
         if state.log is not None:
             out.print("─── Logs ───")

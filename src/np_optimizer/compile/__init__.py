@@ -33,6 +33,8 @@ from np_optimizer.models.source import sha256_file
 from np_optimizer.processes import Watch, run_watched, stage
 from np_optimizer.records import CheckpointRef, from_dict, to_dict
 from np_optimizer.records.compiled import CompiledCheckpoint, ProgramStats
+from np_optimizer.records.parts import CompileCacheUse, CompileStop
+from np_optimizer.records.status import CacheStatus, CompileStatus
 from np_optimizer.versions import tool_version
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ def find_compiled(out_dir: Path, device: Device, program_sha256: str) -> Compile
     record = read_compile_record(out_dir)
     if record is None or record.compile_key != compile_key(program_sha256, device):
         return None
-    if record.status == "failed":
+    if record.status == CompileStatus.FAILED:
         return None
     if record.pte_file:
         pte = out_dir / record.pte_file
@@ -92,8 +94,8 @@ def stopped_compile(out_dir: Path, device: Device, program_sha256: str, limit_s:
 
 def stopped_under(record: CompileResult, limit_s: float) -> bool:
     """Whether a time limit at least `limit_s` stopped this compilation (so the same limit would stop it again)."""
-    return record.status == "failed" and bool(record.stopped) and \
-        float((record.stopped or {}).get("limit_s") or 0) >= limit_s
+    return record.status == CompileStatus.FAILED and record.stopped is not None and \
+        float(record.stopped.limit_s or 0) >= limit_s
 
 
 def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
@@ -126,10 +128,10 @@ def compile_checkpoint(program_path: Path, device: Device, out_dir: Path, *,
             shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     result = _lower(program_path, device, out_dir, sha, key, start, program, watch)
-    if result.status != "failed":  # a failure may be transient (memory, a killed tool): never cached
+    if result.status != CompileStatus.FAILED:  # a failure may be transient (memory, a killed tool): never cached
         stored = cache.put(key, out_dir, to_dict(result))
         entry = str(stored) if stored else None
-        result = replace(result, cache={"status": "miss", "key": key, "entry": entry})
+        result = replace(result, cache=CompileCacheUse.miss(key, entry))
     write_compile_record(out_dir, result)
     return result
 
@@ -163,16 +165,16 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
         else:
             fields = _lower_and_write(loaded, device, out_dir)
     except TimeLimitError as exc:
-        stopped = {"limit_s": exc.limit_s, "after_s": exc.elapsed_s, "stage": exc.stage, "option": exc.option,
-                   "code": exc.code, "hint": exc.hint}
-        return CompileResult(**base, status="failed", reason=exc.message, stopped=stopped,
+        stopped = CompileStop(limit_s=exc.limit_s, after_s=exc.elapsed_s, stage=exc.stage, option=exc.option,
+                              code=exc.code, hint=exc.hint)
+        return CompileResult(**base, status=CompileStatus.FAILED, reason=exc.message, stopped=stopped,
                              seconds=round(time.perf_counter() - start, 3))
     except ToolError as exc:
         if watch is None or exc.code != "NP-TOOL-500":
             raise
-        return CompileResult(**base, status="failed", reason=exc.message, seconds=time.perf_counter() - start)
+        return CompileResult(**base, status=CompileStatus.FAILED, reason=exc.message, seconds=time.perf_counter() - start)
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
-        return CompileResult(**base, status="failed", reason=f"{type(exc).__name__}: {_first_line(exc)}",
+        return CompileResult(**base, status=CompileStatus.FAILED, reason=f"{type(exc).__name__}: {_first_line(exc)}",
                              seconds=time.perf_counter() - start)
     pte = out_dir / fields["pte_file"]
     return CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
@@ -200,7 +202,7 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
     write_bytes(pte, executorch_program.buffer)
     if backend.runs_on_host:  # what per-layer host times need: the ETRecord and the map of instructions to layers
         write_trace_files(executorch_program, delegates, out_dir)
-    return {"pte_file": pte.name, **stats, "status": "ok", "reason": None,
+    return {"pte_file": pte.name, **stats, "status": CompileStatus.OK, "reason": None,
             "planned_arena_bytes": planned_arena_bytes(executorch_program),
             **backend.describe(program, device.mlia_target, stats, out_dir)}
 
@@ -211,19 +213,18 @@ def _from_cache(hit: CachedCompile, device: Device, out_dir: Path, start: float)
     stored = from_dict(CompileResult, {k: v for k, v in hit.record.items() if k != "cache"})
     saved = stored.seconds
     result = replace(stored, device=device.name, target=device.mlia_target, seconds=round(time.perf_counter() - start, 3),
-                     cache={"status": "hit", "key": hit.key, "entry": str(hit.folder), "saved_s": saved,
-                            "compiled_for": stored.device})
+                     cache=CompileCacheUse.hit(hit.key, str(hit.folder), saved, stored.device))
     write_compile_record(out_dir, result)
     return result
 
 
 def reuse_note(result: CompileResult) -> str | None:
     """How a compilation was reused, for log lines: the cache entry and the lowering time saved; None if it was not."""
-    cache = result.cache or {}
-    if cache.get("status") != "hit":
+    cache = result.cache
+    if cache is None or cache.status != CacheStatus.HIT:
         return None
-    return (f"compile cache entry {str(cache.get('key'))[:12]}, first compiled for {cache.get('compiled_for')}: "
-            f"saved {float(cache.get('saved_s') or 0):.1f} s of lowering")
+    return (f"compile cache entry {str(cache.key)[:12]}, first compiled for {cache.compiled_for}: "
+            f"saved {float(cache.saved_s or 0):.1f} s of lowering")
 
 
 def _first_line(exc: BaseException) -> str:

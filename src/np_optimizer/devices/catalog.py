@@ -14,6 +14,7 @@ from np_optimizer.errors import NotFoundError, UnsupportedError
 from np_optimizer.metrics import HEADLINE
 from np_optimizer.metrics import MetricType as M
 from np_optimizer.records import DeviceRecord
+from np_optimizer.records.commands import DeviceMethod
 
 __all__ = [
     "MethodSupport",
@@ -70,8 +71,8 @@ class Device:
         return DeviceRecord(
             device=self.name, display_name=self.display_name, runtime=self.runtime, backend=self.backend,
             chipset=self.chipset, architecture=self.architecture, memory=self.memory, mlia_target=self.mlia_target,
-            methods={m.method: {"result_kind": m.result_kind, "metrics": [str(x) for x in m.metrics],
-                                "requires": m.requires, "note": m.note} for m in self.methods},
+            methods={m.method: DeviceMethod(m.result_kind, tuple(str(x) for x in m.metrics), m.requires, m.note)
+                     for m in self.methods},
             notes=self.notes)
 
 

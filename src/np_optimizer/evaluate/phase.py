@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 from np_optimizer.compile import compile_dir
 from np_optimizer.config.steps import calibration_samples
 from np_optimizer.devices import Device
-from np_optimizer.errors import ConfigError, error_record
+from np_optimizer.errors import ConfigError
 from np_optimizer.evaluate.inputs import EvalInputs, labelled_inputs, num_classes, project_dataset, unlabelled_inputs
 from np_optimizer.evaluate.session import evaluate_checkpoint, format_metrics
 from np_optimizer.records import CheckpointRef, EvaluationResult
+from np_optimizer.records.parts import NO_COMPILE, ErrorRecord
+from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.workspace import Project, utc_now
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -62,14 +64,14 @@ def evaluate_refs(refs: list[tuple[CheckpointRef, tuple[str, ...]]], *, store: E
     results = []
     for index, (ref, metrics) in enumerate(refs, 1):
         job = store.read_job(ref.job)
-        lowered = job is not None and (job.compile or {}).get("status") == "ok"
+        lowered = job is not None and job.compile.status == CompileStatus.OK
         where = "the .pte" if device.backend_spec.runs_on_host and lowered else "the exported program"
         log.info(f"Evaluating: {ref.name.lower()} on {where} ({inputs.count} samples; {', '.join(metrics)})")
         progress(f"evaluating {ref.name.lower()} ({index}/{len(refs)})")
         folder = compile_dir(store.job_dir(ref.job), device)
-        result = evaluate_checkpoint(ref=ref, compile_record=dict(job.compile) if job else {}, compile_folder=folder,
+        result = evaluate_checkpoint(ref=ref, compile_record=job.compile if job else NO_COMPILE, compile_folder=folder,
                                      device=device, inputs=inputs, metrics=metrics, trigger=trigger, log=log)
-        if result.status == "SUCCESS":
+        if result.status == RoundStatus.SUCCESS:
             log.info(f"  {format_metrics(result)}")
             log.info(f"  (on {result.evaluated_on})")
         for text in result.warnings:
@@ -86,7 +88,7 @@ def failed_evaluation(ref: CheckpointRef, device: Device, metrics: tuple[str, ..
     now = utc_now()
     return EvaluationResult(measurement_id=uuid.uuid4().hex[:12], checkpoint=ref.name, job=ref.job,
                             checkpoint_sha256=ref.sha256, device=device.name, backend=device.backend,
-                            trigger=trigger, status="FAILED", started_at=now, ended_at=now, requested=metrics,
-                            error=error_record(exc))
+                            trigger=trigger, status=RoundStatus.FAILED, started_at=now, ended_at=now, requested=metrics,
+                            error=ErrorRecord.of(exc))
 
 

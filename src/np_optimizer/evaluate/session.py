@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.devices import Device
-from np_optimizer.errors import NpError, error_record
+from np_optimizer.errors import NpError
 from np_optimizer.evaluate.inputs import EvalInputs
 from np_optimizer.evaluate.metrics import (
     COMPARISON_METRICS,
@@ -21,7 +21,9 @@ from np_optimizer.evaluate.metrics import (
     comparison_metrics,
     task_metrics,
 )
-from np_optimizer.records import CheckpointRef, EvaluationResult, MetricValue
+from np_optimizer.records import CheckpointRef, EvaluationResult, MetricValue, from_dict
+from np_optimizer.records.parts import CompileSummary, ErrorRecord, EvalDataset
+from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.versions import tool_version
 from np_optimizer.workspace import utc_now
 
@@ -33,11 +35,11 @@ _NPU_CAVEAT = ("the exported program (PyTorch reference kernels): the {backend} 
                "the NPU's int8 arithmetic may differ slightly")
 
 
-def _runner(ref: CheckpointRef, compile_record: dict[str, Any], compile_folder: Path,
+def _runner(ref: CheckpointRef, compile_record: CompileSummary, compile_folder: Path,
             device: Device) -> tuple[Any, str]:
     """A callable from one input batch to the outputs, and what it runs (said in every metric's source)."""
-    pte = compile_folder / str(compile_record.get("pte_file") or "")
-    if device.backend_spec.runs_on_host and compile_record.get("status") == "ok" and pte.is_file():
+    pte = compile_folder / (compile_record.pte_file or "")
+    if device.backend_spec.runs_on_host and compile_record.status == CompileStatus.OK and pte.is_file():
         from np_optimizer.adapters.executorch_runtime import pte_method
 
         method = pte_method(pte)
@@ -54,7 +56,7 @@ def _runner(ref: CheckpointRef, compile_record: dict[str, Any], compile_folder: 
             return module(*batch)
 
     if device.backend_spec.runs_on_host:
-        why = f"lowering {compile_record.get('status', 'not done')}" if compile_record.get("status") != "ok" else \
+        why = f"lowering {compile_record.status or 'not done'}" if compile_record.status != CompileStatus.OK else \
             "no .pte"
         return run, f"the exported program (PyTorch reference kernels; {why} for {device.name})"
     return run, _NPU_CAVEAT.format(backend=device.backend)
@@ -75,20 +77,20 @@ def _trim(outputs: list[Any], count: int, batch: int) -> list[Any]:
     return [*outputs[:-1], last]
 
 
-def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], compile_folder: Path, device: Device,
+def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: CompileSummary, compile_folder: Path, device: Device,
                         inputs: EvalInputs, metrics: tuple[str, ...], trigger: str,
                         log: logging.Logger) -> EvaluationResult:
     started = utc_now()
     base = EvaluationResult(measurement_id=uuid.uuid4().hex[:12], checkpoint=ref.name, job=ref.job,
                             checkpoint_sha256=ref.sha256, device=device.name, backend=device.backend, trigger=trigger,
-                            status="FAILED", started_at=started, dataset=inputs.dataset, samples=inputs.count,
+                            status=RoundStatus.FAILED, started_at=started, dataset=from_dict(EvalDataset, inputs.dataset) if inputs.dataset else None, samples=inputs.count,
                             requested=tuple(metrics))
     try:
         run, evaluated_on = _runner(ref, compile_record, compile_folder, device)
         outputs = [run(batch) for batch in inputs.batches]
     except Exception as exc:  # a checkpoint that cannot run is a failed round, recorded; a bug's traceback is logged
-        record = error_record(exc)
-        log.error(f"{ref.name.lower()}: evaluation failed: {record['message']}",
+        record = ErrorRecord.of(exc)
+        log.error(f"{ref.name.lower()}: evaluation failed: {record.message}",
                   exc_info=None if isinstance(exc, NpError) else exc)
         return replace(base, ended_at=utc_now(), error=record)
     batch = int(inputs.batches[0][0].shape[0]) if inputs.batches and inputs.batches[0][0].dim() else 1
@@ -121,7 +123,7 @@ def evaluate_checkpoint(*, ref: CheckpointRef, compile_record: dict[str, Any], c
             continue
         out.append(MetricValue(name, float(value), METRIC_UNITS[name], source=source,
                                comparison_model="INPUT_MODEL" if name in COMPARISON_METRICS else None))
-    return replace(base, status="SUCCESS", ended_at=utc_now(), evaluated_on=evaluated_on, metrics=tuple(out),
+    return replace(base, status=RoundStatus.SUCCESS, ended_at=utc_now(), evaluated_on=evaluated_on, metrics=tuple(out),
                    warnings=tuple(warnings))
 
 

@@ -8,18 +8,21 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from np_optimizer.compile import Watch, compile_for, reuse_note
-from np_optimizer.errors import ToolError, error_record
+from np_optimizer.errors import ToolError
 from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
-from np_optimizer.records import JobRecord, to_dict
+from np_optimizer.records import JobRecord, from_dict
+from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.compiled import CompiledCheckpoint, ProducedCheckpoint, ProgramStats
+from np_optimizer.records.parts import NO_COMPILE, ErrorRecord, Fidelity, JobInput, JobOutput
+from np_optimizer.records.status import CompileStatus, JobStatus
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 from np_optimizer.workspace.store import ExperimentStore
@@ -61,13 +64,12 @@ class JobRunner:
         if not self.retry:
             return None
         record = self.store.read_job(name)
-        if record is None or record.status not in ("success", "reused") or record.config_hash != hash_:
+        if record is None or not record.status.done or record.config_hash != hash_:
             return None
-        output = record.output or {}
         path = self.store.job_dir(name) / "artifacts" / CHECKPOINT_FILE
-        if not path.is_file() or sha256_file(path) != output.get("sha256"):
+        if record.output is None or not path.is_file() or sha256_file(path) != record.output.sha256:
             return None
-        return CheckpointRef(checkpoint, name, path, output["sha256"])
+        return CheckpointRef(checkpoint, name, path, record.output.sha256)
 
     def run_job(self, *, name: str, step_type: str, index: int, checkpoint: str, input_ref: CheckpointRef | None,
                 parameters: dict[str, Any], hash_: str,
@@ -83,8 +85,8 @@ class JobRunner:
             self.log.info(f"Reusing {name}: its input and configuration are unchanged (--retry)")
             record = self.store.read_job(name)
             if record is not None:
-                self.store.write_job(replace(record, status="reused"))
-                self.run.module_map = compose(self.run.module_map, record.changes.get("module_map") or {})
+                self.store.write_job(replace(record, status=JobStatus.REUSED))
+                self.run.module_map = compose(self.run.module_map, _module_map(record.changes))
             # not compiled in this run: the profiler finds the job's earlier compilation on disk, verified
             return ProducedCheckpoint(reused, ProgramStats.of_output(record.output if record else None, reused.sha256))
         job_dir = self.store.job_dir(name)
@@ -94,11 +96,10 @@ class JobRunner:
         t0 = time.perf_counter()
         earlier = self.store.read_job(name)  # its post-hoc rounds stay in the history (the report marks them older)
         record = JobRecord(
-            name=name, step_type=step_type, step_index=index, checkpoint=checkpoint, status="in_progress",
+            name=name, step_type=step_type, step_index=index, checkpoint=checkpoint, status=JobStatus.IN_PROGRESS,
             created_at=started, started_at=started, parameters=parameters, config_hash=hash_, pid=os.getpid(),
-            input=None if input_ref is None else {"checkpoint": input_ref.name, "job": input_ref.job,
-                                                   "file": os.path.relpath(input_ref.path, job_dir),
-                                                   "sha256": input_ref.sha256},
+            input=None if input_ref is None else JobInput(input_ref.name, input_ref.job,
+                                                          os.path.relpath(input_ref.path, job_dir), input_ref.sha256),
             profile=tuple(p for p in (earlier.profile if earlier else ()) if p.trigger == "POSTHOC"),
             evaluation=tuple(e for e in (earlier.evaluation if earlier else ()) if e.trigger == "POSTHOC"),
         )
@@ -126,24 +127,26 @@ class JobRunner:
             key_map = compose(self.run.module_map, outcome.changes.get("module_map") or {})
             fidelity = timed("fidelity", lambda: self._fidelity(outcome, compiled, job_dir, checkpoint, key_map))
         except BaseException as exc:
-            failed = replace(record, status="failed" if not isinstance(exc, KeyboardInterrupt) else "canceled",
+            stopped = JobStatus.CANCELED if isinstance(exc, KeyboardInterrupt) else JobStatus.FAILED
+            failed = replace(record, status=stopped,
                              ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
-                             errors=(error_record(exc),), timings=timings)
+                             errors=(ErrorRecord.of(exc),), timings=timings)
             self.store.write_job(failed)
             raise
         self.programs = {name: outcome.program}  # the step's own copy: lowering may have changed the reloaded one
         warnings = list(outcome.warnings)
-        if compiled is not None and compiled.record.status != "ok":
+        if compiled is not None and compiled.record.status != CompileStatus.OK:
             warnings.append(f"Lowering {compiled.record.status} for {compiled.record.device}: {compiled.record.reason}")
         from np_optimizer.layers.numerics import numerics_warnings
 
         for text in numerics_warnings((fidelity or {}).get("layers") or {}):  # zeroed or weak activations
             self.log.warning(text)
             warnings.append(text)
-        done = replace(record, status="success", ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
-                       output=output, changes=outcome.changes, parameters={**parameters, **outcome.parameters},
-                       compile=to_dict(compiled.record) if compiled else {}, fidelity=fidelity,
-                       warnings=tuple(warnings), timings=timings)
+        done = replace(record, status=JobStatus.SUCCESS, ended_at=utc_now(),
+                       duration_s=round(time.perf_counter() - t0, 3), output=from_dict(JobOutput, output),
+                       changes=outcome.changes, parameters={**parameters, **outcome.parameters},
+                       compile=compiled.record.summary() if compiled else NO_COMPILE,
+                       fidelity=from_dict(Fidelity, fidelity), warnings=tuple(warnings), timings=timings)
         self.store.write_job(done)
         if input_ref is not None:
             self.run.module_map = key_map
@@ -184,11 +187,11 @@ class JobRunner:
         if reused:
             log.info(f"Reused the compiled {ref.name.lower()} for {device.name} ({compiled.pte_bytes or 0:,} B .pte): "
                      f"{reused}")
-        elif compiled.status == "ok":
+        elif compiled.status == CompileStatus.OK:
             log.info(f"Compiled {ref.name.lower()} for {device.name}: {compiled.pte_bytes:,} B .pte, "
                           f"{compiled.delegated_ops}/{compiled.total_ops} ops delegated "
                           f"({compiled.num_delegates} delegate(s)) in {compiled.seconds:.1f} s")
-        elif compiled.status == "unsupported":
+        elif compiled.status == CompileStatus.UNSUPPORTED:
             log.warning(f"Lowering unsupported for {ref.name.lower()} on {device.name}: {compiled.reason}")
         else:
             log.warning(f"Lowering failed for {ref.name.lower()} on {device.name}: {compiled.reason}")
@@ -227,7 +230,7 @@ class JobRunner:
                                               seconds=time.perf_counter() - start,
                                               relative_to=self.store.experiment.root)
         del taps
-        pte = compiled.pte_path if compiled is not None and compiled.record.status == "ok" else None
+        pte = compiled.pte_path if compiled is not None and compiled.record.status == CompileStatus.OK else None
         if pte is not None and self.run.device.backend_spec.runs_on_host:
             from np_optimizer.adapters.executorch_runtime import run_pte
 
@@ -238,3 +241,9 @@ class JobRunner:
             except ToolError as exc:
                 result["pte_error"] = exc.message
         return result
+
+
+def _module_map(changes: Mapping[str, JsonValue]) -> dict[str, str | None]:
+    """A reused job's map of renamed modules (changes["module_map"]), as lineage.compose takes it."""
+    found = changes.get("module_map")
+    return {k: v if isinstance(v, str) else None for k, v in found.items()} if isinstance(found, dict) else {}

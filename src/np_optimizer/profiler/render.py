@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from np_optimizer.formats import humanize_count, mib
 from np_optimizer.records import ProfileResult
+from np_optimizer.records.status import RoundStatus
 
 __all__ = ["metric_lines"]
 
@@ -13,8 +14,8 @@ def metric_lines(result: ProfileResult) -> list[str]:
     lines: list[str] = []
     latency = result.metric("LATENCY")
     if latency is not None:
-        extras = result.extras.get("latency_ms", {})
-        if result.result_kind == "measured" and extras:
+        extras = result.extras.get("latency_ms")
+        if result.result_kind == "measured" and isinstance(extras, dict) and extras:
             runs = f", {result.provenance.get('runs_done')} runs" + (" (partial)" if result.partial else "")
             lines.append(f"  Latency: {extras['avg']:.2f} ms (avg), {extras['min']:.2f} ms (min), "
                          f"{extras['max']:.2f} ms (max), {extras['median']:.2f} ms (median){runs}")
@@ -36,6 +37,6 @@ def metric_lines(result: ProfileResult) -> list[str]:
         either = macs or params
         source = either.source if either else ""
         lines.append(f"  {', '.join(parts)} ({source})")
-    if result.status != "SUCCESS" and result.error:
-        lines.append(f"  Failed: {result.error.get('message')}")
+    if result.status != RoundStatus.SUCCESS and result.error:
+        lines.append(f"  Failed: {result.error.message}")
     return lines

@@ -21,7 +21,7 @@ from np_optimizer.compile import (
     stopped_under,
 )
 from np_optimizer.devices import Device
-from np_optimizer.errors import CompileError, NpError, error_record
+from np_optimizer.errors import CompileError, NpError
 from np_optimizer.files import write_text
 from np_optimizer.logs import get_logger
 from np_optimizer.models.source import sha256_file
@@ -29,7 +29,9 @@ from np_optimizer.profiler.cache import EstimateCache, cache_key
 from np_optimizer.profiler.methods import get_method
 from np_optimizer.profiler.render import metric_lines
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest, RoundRequest
-from np_optimizer.records import MetricValue, ProfileResult, from_dict, to_dict
+from np_optimizer.records import MetricValue, ProfileResult, from_dict
+from np_optimizer.records.parts import CompileSummary, ErrorRecord, RoundCache
+from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.versions import np_version, tool_version
 from np_optimizer.workspace import utc_now
 
@@ -72,7 +74,7 @@ def _compiled_for(request: RoundRequest, progress: Callable[[str], None],
 def _cache_fields(request: ProfileRequest, method: str) -> dict[str, Any]:
     compiled = request.compiled
     mlia_input = None
-    if request.device.backend_spec.mlia_estimable and compiled.status == "ok" and compiled.tosa_file:
+    if request.device.backend_spec.mlia_estimable and compiled.status == CompileStatus.OK and compiled.tosa_file:
         mlia_input = sha256_file(request.compiled_dir / compiled.tosa_file)
     return {
         "checkpoint_sha256": request.program_sha256, "compiled_sha256": compiled.pte_sha256,
@@ -113,22 +115,20 @@ def profile_checkpoint(asked: RoundRequest, *, progress: Callable[[str], None] =
     except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
         return failed_round(base, result_kind, exc, log)
     compiled, compiled_dir, experiment_root = handed.record, handed.folder, asked.experiment_root
-    if reused_compile and compiled.status != "failed":  # a failed one is said below, with its reason
-        saved = (compiled.cache or {}).get("saved_s") or compiled.seconds or 0
+    if reused_compile and compiled.status != CompileStatus.FAILED:  # a failed one is said below, with its reason
+        saved = (compiled.cache.saved_s if compiled.cache else None) or compiled.seconds or 0
         log.info(f"  using the compiled checkpoint of {checkpoint.job} ({compiled.pte_bytes or 0:,} B .pte, "
                  f"compiled earlier from the same .pt2, compile key {compiled.compile_key[:12]}): saved {saved:.1f} s "
                  "of lowering")
-    elif compiled.status != "failed" and (note := reuse_note(compiled)) is not None:
+    elif compiled.status != CompileStatus.FAILED and (note := reuse_note(compiled)) is not None:
         log.info(f"  using the compiled checkpoint from the {note}")
-    compile_summary = {k: v for k, v in to_dict(compiled).items() if k in (
-        "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops", "planned_arena_bytes",
-        "pte_file", "tosa_file", "cache", "stopped")}
-    compile_summary["reused"] = "job folder" if reused_compile else (compiled.cache or {}).get("status", "miss")
-    compile_summary["folder"] = str(compiled_dir.relative_to(experiment_root))
-    if compiled.status == "failed":
-        stopped = compiled.stopped or {}
+    reused = "job folder" if reused_compile else (compiled.cache.status if compiled.cache else None) or "miss"
+    compile_summary = replace(compiled.summary(), reused=reused,
+                              folder=str(compiled_dir.relative_to(experiment_root))).only(CompileSummary.ROUND_KEYS)
+    if compiled.status == CompileStatus.FAILED:
+        stopped = compiled.stopped
         again = " It was not lowered again: the same time limit would stop it again." if reused_compile else ""
-        failure = CompileError(f"{compiled.reason}{again}", hint=stopped.get("hint"), code=stopped.get("code")) \
+        failure = CompileError(f"{compiled.reason}{again}", hint=stopped.hint, code=stopped.code) \
             if stopped else CompileError(f"Compiling {name} for {device.name} failed: {compiled.reason}",
                               hint="See logs/execution.log; the checkpoint itself is kept.")
         return failed_round(base, result_kind, failure, log, compile=compile_summary)
@@ -168,7 +168,7 @@ def profile_checkpoint(asked: RoundRequest, *, progress: Callable[[str], None] =
         except Exception as exc:  # an NpError is the user's or a tool's; anything else is a bug, recorded as one
             context = exc.context if isinstance(exc, NpError) else {}
             return failed_round(
-                base, result_kind, exc, log, compile=compile_summary, cache=cache_info,
+                base, result_kind, exc, log, compile=compile_summary, cache=from_dict(RoundCache, cache_info),
                 timings={"compile_s": round(compile_s, 3), "profile_s": round(time.perf_counter() - t0, 3),
                          **context.get("timings", {})},
                 artifacts={n: str((work_dir / f).relative_to(experiment_root))
@@ -184,9 +184,10 @@ def profile_checkpoint(asked: RoundRequest, *, progress: Callable[[str], None] =
         notices.insert(0, f"Reused an earlier {method} estimate of the same compiled checkpoint on {device.name} "
                        f"(cache key {cache_info['key'][:12]}); nothing was recomputed. Use --force to estimate again.")
     result = ProfileResult(
-        **base, result_kind=output.result_kind, status="SUCCESS", ended_at=utc_now(),
+        **base, result_kind=output.result_kind, status=RoundStatus.SUCCESS, ended_at=utc_now(),
         metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance,
-        warnings=tuple(cache_warnings + output.warnings), notices=tuple(notices), partial=output.partial, cache=cache_info,
+        warnings=tuple(cache_warnings + output.warnings), notices=tuple(notices), partial=output.partial,
+        cache=from_dict(RoundCache, cache_info),
         timings={"compile_s": round(compile_s, 3), "profile_s": round(time.perf_counter() - t0, 3), **output.timings},
         artifacts={n: str((work_dir / f).relative_to(experiment_root)) for n, f in output.artifacts.items()},
         compile=compile_summary,
@@ -246,9 +247,9 @@ def failed_round(base: dict[str, Any], kind: str, exc: BaseException, log: loggi
     An NpError (the user's mistake or a tool's failure) is logged as its message; anything else is a bug in np, whose
     traceback goes to the log file (and to the console with --debug) and whose record says so (NP-GEN-500).
     """
-    error = error_record(exc)
+    error = ErrorRecord.of(exc)
     if isinstance(exc, NpError):
         log.error(f"  {exc.message}")
     else:
-        log.error(f"  {error['message']}", exc_info=exc)
-    return ProfileResult(**base, result_kind=kind, status="FAILED", ended_at=utc_now(), error=error, **extra)
+        log.error(f"  {error.message}", exc_info=exc)
+    return ProfileResult(**base, result_kind=kind, status=RoundStatus.FAILED, ended_at=utc_now(), error=error, **extra)

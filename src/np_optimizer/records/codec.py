@@ -7,26 +7,44 @@ A record says how its JSON differs from its fields, declaratively, instead of wr
 - `field(default=None, metadata=OMITTED_WHEN_NONE)`: a key the JSON has only when the field is set (files whose
   shape had the key only sometimes keep that shape);
 - `__json_computed__ = {"status": "status"}`: JSON keys written from properties (read back by nobody);
-- `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it.
+- `__json_order__ = ("experiment", "reused", ...)`: the order of the keys where the --json shape pins it;
+- `field(metadata=PRESENT)` on a `frozenset[str] | None` field: the keys the record was read with (from_dict sets
+  it), and the only keys to_dict writes when it is set. For a record whose files hold a subset of its keys (the
+  compile summary of a round, a cache miss without saved_s): it re-encodes with the keys it was read with.
+
+A status field is a StrEnum (records/status.py): written as its value, read back as the member (a spelling the enum
+does not know is kept as the string, so a file of another np version still reads).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import types
 import typing
 from pathlib import Path, PurePath
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar, Union
 
-__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE"]
+__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE", "PRESENT",
+           "JsonValue"]
 
 SCHEMA_VERSION = 1
+# A value JSON holds, for the parts of a record whose keys are open-ended by nature (a tool's extras, a step's options)
+JsonValue: TypeAlias = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
 T = TypeVar("T")
 _KEY = "np_json_key"
 NOT_WRITTEN: dict[str, Any] = {_KEY: None}
 _OMIT_NONE = "np_json_omit_none"
 OMITTED_WHEN_NONE: dict[str, Any] = {_OMIT_NONE: True}
+_PRESENT = "np_json_present"
+PRESENT: dict[str, Any] = {_KEY: None, _PRESENT: True}
+
+
+@functools.lru_cache(maxsize=None)
+def _present_field(cls: type) -> str | None:
+    """The name of the record's PRESENT field, if it has one."""
+    return next((f.name for f in dataclasses.fields(cls) if f.metadata.get(_PRESENT)), None)
 
 
 def json_name(key: str) -> dict[str, Any]:
@@ -47,10 +65,13 @@ def to_dict(record: Any) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
+        present_field = _present_field(type(value))
+        present = getattr(value, present_field) if present_field else None
         for f in dataclasses.fields(value):
             key = _key(f)
             field_value = getattr(value, f.name)
-            if key is not None and not (field_value is None and f.metadata.get(_OMIT_NONE)):
+            if key is not None and (present is None or key in present) \
+                    and not (field_value is None and f.metadata.get(_OMIT_NONE)):
                 out[key] = _plain(field_value)
         for key, attribute in getattr(value, "__json_computed__", {}).items():
             out[key] = _plain(getattr(value, attribute))
@@ -58,6 +79,8 @@ def _plain(value: Any) -> Any:
         return {**{k: out[k] for k in order if k in out}, **out} if order else out
     if isinstance(value, PurePath):
         return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -79,6 +102,9 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
         key = _key(f)
         if key is not None and key in data and f.init:
             kwargs[f.name] = _coerce(hints[f.name], data[key])
+    present_field = _present_field(typing.cast(type, cls))
+    if present_field:
+        kwargs[present_field] = frozenset(k for k in (_key(f) for f in dataclasses.fields(cls)) if k in data)  # type: ignore[arg-type]
     return cls(**kwargs)
 
 
@@ -100,6 +126,8 @@ def _coerce(hint: Any, value: Any) -> Any:
         return from_dict(hint, value)  # type: ignore[arg-type]
     if hint is Path and isinstance(value, str):
         return Path(value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint._value2member_map_.get(value, value)
     if origin in (tuple, list) and isinstance(value, list):
         inner = args[0] if args else Any
         return origin(_coerce(inner, v) for v in value)

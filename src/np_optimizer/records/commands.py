@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar, Literal
 
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
+from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.results import EvaluationResult, ProfileResult
+from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, RunStatus
 
 __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
            "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
-           "RunSummary", "EvaluationRound", "ProfileRound"]
+           "RunSummary", "RunJob", "EvaluationRound", "ProfileRound", "Lowering", "ExperimentJob", "DeviceMethod"]
+
+# A job's lowering as np status shows it: compile.json's status, or "not lowered" (np run lowers what profile: lists)
+Lowering = CompileStatus | Literal["not lowered"]
 
 
 @dataclass(frozen=True)
@@ -30,11 +35,20 @@ class ProjectRecord:
     device: str
     runtime: str
     backend: str
-    model: dict[str, Any]
+    model: ModelSpec
     calibration_dataset: str | None
     created_at: str
     experiments: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class ExperimentJob:
+    """One job of `np experiments show --json`: its status as job.json says it, or "unreadable"."""
+
+    name: str
+    status: JobStatus | Literal["unreadable"] | None
+    step_type: str | None
 
 
 @dataclass(frozen=True)
@@ -45,10 +59,10 @@ class ExperimentRecord:
     device: str
     steps: tuple[str, ...]
     profile: tuple[str, ...] | None
-    status: str
+    status: str  # an ExperimentStatus, or "invalid" (run.yaml breaks a rule), "unknown (...)"
     created_at: str | None = None
     updated_at: str | None = None
-    jobs: tuple[dict[str, Any], ...] = ()
+    jobs: tuple[ExperimentJob, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
 
@@ -60,13 +74,13 @@ class JobState:
     step_type: str
     step_index: int
     checkpoint: str
-    status: str
+    status: JobStatus
     duration_s: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    lowering: str | None = None  # the compile status for the project's device: ok | failed | unsupported
+    lowering: Lowering | None = None  # the compile status for the project's device
     lowering_reason: str | None = None
-    errors: tuple[dict[str, Any], ...] = ()
+    errors: tuple[ErrorRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ class MeasurementState:
 
     checkpoint: str | None
     trigger: str | None
-    status: str | None
+    status: RoundStatus | None
     method: str | None
     result_kind: str | None
     device: str | None
@@ -111,27 +125,36 @@ class ExportRecord:
 
 
 @dataclass(frozen=True)
+class RunJob:
+    """One job of `np run --json`'s `jobs`."""
+
+    name: str
+    status: JobStatus
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """`np run`: how the run ended, its jobs, its profile rounds, and the error that stopped the steps (if any).
 
     No schema_version: `np run --json` prints `to_dict()` of it, whose shape is pinned."""
 
     experiment: str
-    status: str  # "success" | "failed"
+    status: RunStatus
     duration_s: float
-    jobs: tuple[dict[str, Any], ...] = ()
+    jobs: tuple[RunJob, ...] = ()
     profile: tuple[ProfileResult, ...] = ()
-    error: dict[str, Any] | None = None
+    error: ErrorRecord | None = None
     evaluation: tuple[EvaluationResult, ...] = ()
 
     @property
     def exit_code(self) -> int:
         """0; else 4 when every failure (the step's and the rounds') is a device that could not be reached, else 1."""
-        if self.status == "success":
+        if self.status == RunStatus.SUCCESS:
             return 0
-        codes = [str(p.error.get("code")) for p in self.profile if p.status != "SUCCESS" and p.error]
+        codes = [str(p.error.code) for p in self.profile if p.status != RoundStatus.SUCCESS and p.error]
         if self.error is not None:
-            codes.append(str(self.error.get("code")))
+            codes.append(str(self.error.code))
         return failure_exit_code(codes) or EXIT_FAILED
 
 
@@ -148,7 +171,7 @@ class EvaluationRound:
 
     @property
     def failed(self) -> list[EvaluationResult]:
-        return [r for r in self.results if r.status != "SUCCESS"]
+        return [r for r in self.results if r.status != RoundStatus.SUCCESS]
 
     @property
     def exit_code(self) -> int:
@@ -174,16 +197,16 @@ class ProfileRound:
     @property
     def reused(self) -> bool:
         """True only when every result was reused (the batch rule of the reference product)."""
-        return bool(self.results) and all(r.cache.get("reused") for r in self.results)
+        return bool(self.results) and all(r.cache.reused for r in self.results)
 
     @property
     def failed(self) -> list[ProfileResult]:
-        return [r for r in self.results if r.status != "SUCCESS"]
+        return [r for r in self.results if r.status != RoundStatus.SUCCESS]
 
     @property
     def exit_code(self) -> int:
         """0, or 4 when every failed round could not reach its device, else 1."""
-        return failure_exit_code([str((r.error or {}).get("code")) for r in self.failed])
+        return failure_exit_code([str(r.error.code if r.error else None) for r in self.failed])
 
 
 
@@ -234,6 +257,16 @@ class FarmView:
 
 
 @dataclass(frozen=True)
+class DeviceMethod:
+    """What one profiling method gives on a device, as `np devices ls --json` prints it."""
+
+    result_kind: str  # "estimated" | "measured"
+    metrics: tuple[str, ...]
+    requires: str | None = None  # a precondition the user must meet (an SSH destination)
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class DeviceRecord:
     """One row of `np devices ls --json`: a device of the catalogue and the metrics each of its methods gives."""
 
@@ -245,7 +278,7 @@ class DeviceRecord:
     architecture: str
     memory: str
     mlia_target: str | None
-    methods: dict[str, dict[str, Any]]
+    methods: dict[str, DeviceMethod]  # by method name
     notes: str
 
 

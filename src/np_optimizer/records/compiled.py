@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.records.parts import JobOutput
 from np_optimizer.records.results import CheckpointRef, CompileResult
 
 __all__ = ["ProgramStats", "CompiledCheckpoint", "ProducedCheckpoint"]
@@ -25,11 +26,15 @@ class ProgramStats:
     weight_bytes: int | None = None
 
     @classmethod
-    def of_output(cls, output: Mapping[str, Any] | None, sha256: str) -> ProgramStats:
+    def of_output(cls, output: JobOutput | Mapping[str, Any] | None, sha256: str) -> ProgramStats:
         """The statistics a job's output block records for exactly this checkpoint (none for another .pt2)."""
-        if not output or output.get("sha256") != sha256:
+        if isinstance(output, Mapping):  # the block as the job is about to write it
+            if output.get("sha256") != sha256:
+                return cls()
+            return cls(macs=output.get("macs"), params=output.get("params"), weight_bytes=output.get("weight_bytes"))
+        if output is None or output.sha256 != sha256:
             return cls()
-        return cls(macs=output.get("macs"), params=output.get("params"), weight_bytes=output.get("weight_bytes"))
+        return cls(macs=output.macs, params=output.params, weight_bytes=output.weight_bytes)
 
     def as_dict(self) -> dict[str, int]:
         """The known ones, as a method reads them (a key may be missing)."""

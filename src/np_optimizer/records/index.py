@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from np_optimizer.records.codec import OMITTED_WHEN_NONE, SCHEMA_VERSION
+from np_optimizer.records.parts import CompileSummary, ErrorRecord, Fidelity, JobOutput
 from np_optimizer.records.results import EvaluationResult, JobRecord, ProfileResult
+from np_optimizer.records.status import CompileStatus, JobStatus
 
 __all__ = ["DAMAGED", "ExperimentPart", "ProfilingPhase", "EvaluationPhase", "IndexState", "PipelineEntry",
            "PipelineIndex", "ProfileIndex", "EvaluationIndex", "ReportIndex", "build_index", "pipeline_entry"]
 
-DAMAGED = "damaged"  # the status of a job whose job.json cannot be read and has no copy in report.json
-_LOWERING_KEYS = ("device", "status", "reason", "pte_bytes", "num_delegates", "delegated_ops", "non_delegated_ops",
-                  "planned_arena_bytes")
+DAMAGED = JobStatus.DAMAGED  # the status of a job whose job.json cannot be read and has no copy in report.json
 _NOT_SET: dict[str, Any] = OMITTED_WHEN_NONE  # a key written only once np run has set it (older files' shape)
 
 
@@ -78,23 +78,23 @@ class IndexState:
 @dataclass(frozen=True)
 class PipelineEntry:
     """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart).
-    `lowering`, `fidelity`, `output` and `errors` have the types JobRecord gives them."""
+    `lowering` is the compile summary's INDEX_KEYS (None when the job was not lowered)."""
 
     job: str
     step_type: str
     step_index: int
     checkpoint: str
-    status: str
+    status: JobStatus
     started_at: str | None
     ended_at: str | None
     duration_s: float | None
-    output: dict[str, Any] | None
-    lowering: dict[str, Any] | None
+    output: JobOutput | None
+    lowering: CompileSummary | None
     lowering_failed: bool
     lowering_unsupported: bool
-    fidelity: dict[str, Any]
+    fidelity: Fidelity
     warnings: tuple[str, ...]
-    errors: tuple[dict[str, Any], ...]
+    errors: tuple[ErrorRecord, ...]
 
 
 @dataclass(frozen=True)
@@ -141,14 +141,14 @@ class ReportIndex:
 
 
 def pipeline_entry(record: JobRecord) -> PipelineEntry:
-    compiled = record.compile or {}
-    lowered = compiled.get("status")
+    compiled = record.compile
     return PipelineEntry(
         job=record.name, step_type=record.step_type, step_index=record.step_index, checkpoint=record.checkpoint,
         status=record.status, started_at=record.started_at, ended_at=record.ended_at, duration_s=record.duration_s,
-        output=record.output, lowering={k: compiled.get(k) for k in _LOWERING_KEYS} if compiled else None,
-        lowering_failed=lowered == "failed", lowering_unsupported=lowered == "unsupported",
-        fidelity=record.fidelity or {}, warnings=tuple(record.warnings), errors=tuple(record.errors))
+        output=record.output or None, lowering=compiled.only(CompileSummary.INDEX_KEYS) if compiled.lowered else None,
+        lowering_failed=compiled.status == CompileStatus.FAILED,
+        lowering_unsupported=compiled.status == CompileStatus.UNSUPPORTED,
+        fidelity=record.fidelity, warnings=tuple(record.warnings), errors=tuple(record.errors))
 
 
 def build_index(jobs: Sequence[JobRecord], state: IndexState) -> ReportIndex:

@@ -10,14 +10,15 @@ from typing import Any, ClassVar
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
 from np_optimizer.records.commands import RunSummary
+from np_optimizer.records.status import BudgetStatus, JobStatus
 from np_optimizer.records.sweep import FrontView
 
 __all__ = ["Table", "ExperimentPage", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow",
            "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",
            "CompareRecord", "FINISHED", "PASS", "FAIL", "NOT_CHECKED"]
 
-FINISHED = {"success", "reused", "failed", "canceled"}
-PASS, FAIL, NOT_CHECKED = "pass", "fail", "not checked"
+FINISHED = frozenset({JobStatus.SUCCESS, JobStatus.REUSED, JobStatus.FAILED, JobStatus.CANCELED})
+PASS, FAIL, NOT_CHECKED = BudgetStatus.PASS, BudgetStatus.FAIL, BudgetStatus.NOT_CHECKED
 
 
 @dataclass
@@ -25,7 +26,7 @@ class PipelineRow:
     model: str  # input_model | 01_graph_optimize | ...
     checkpoint: str
     step_type: str
-    status: str
+    status: str  # the index's copy of job.json's status (a JobStatus value; "" when missing)
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None  # the inline profile result
     listed: bool = False  # in run.yaml's profile list
@@ -115,7 +116,7 @@ class BudgetOutcome:
     unit: str
     limit: float
     kind_of_limit: str  # "min" (the value must reach the limit) | "max"
-    status: str  # pass | fail | not checked
+    status: BudgetStatus
     value: float | None  # in the budget's unit
     value_kind: str  # measured | estimated | static | fidelity | evaluated (Pick.kind)
     source: str
@@ -148,11 +149,11 @@ class BudgetVerdict:
     checkpoints: tuple[str, ...]
     check_all: bool = False
 
-    def count(self, status: str) -> int:
+    def count(self, status: BudgetStatus) -> int:
         return sum(o.status == status for o in self.outcomes)
 
     @property
-    def status(self) -> str:
+    def status(self) -> BudgetStatus:
         """fail if any failed; pass if at least one passed and none failed; else not checked."""
         if self.count(FAIL):
             return FAIL
@@ -211,7 +212,7 @@ class ReportRecord:
     @property
     def exit_code(self) -> int:
         """0, or 6 (EXIT_BUDGET) when a checked budget failed."""
-        return EXIT_BUDGET if self.budgets is not None and self.budgets.status == "fail" else 0
+        return EXIT_BUDGET if self.budgets is not None and self.budgets.status == FAIL else 0
 
     @property
     def warnings(self) -> list[str]:

@@ -1,12 +1,27 @@
-"""The records of what was measured, estimated or evaluated, and of each pipeline job (job.json)."""
+"""The records of what was measured, estimated or evaluated, and of each pipeline job (job.json).
+
+Their parts are records too (parts.py): the error, the compile summary, the job's input, output and fidelity.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from np_optimizer.records.codec import SCHEMA_VERSION
+from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
+from np_optimizer.records.parts import (
+    NO_COMPILE,
+    CompileCacheUse,
+    CompileStop,
+    CompileSummary,
+    ErrorRecord,
+    EvalDataset,
+    Fidelity,
+    JobInput,
+    JobOutput,
+    RoundCache,
+)
+from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
 __all__ = ["CheckpointRef", "CompileResult", "MetricValue", "ProfileResult", "EvaluationResult", "JobRecord"]
 
@@ -49,21 +64,21 @@ class ProfileResult:
     method: str
     result_kind: str  # "estimated" | "measured"
     trigger: str  # "RUN_INLINE" | "POSTHOC"
-    status: str  # "SUCCESS" | "FAILED"
+    status: RoundStatus
     started_at: str
     ended_at: str | None = None
     requested_method: str | None = None
     metrics: tuple[MetricValue, ...] = ()
-    extras: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, JsonValue] = field(default_factory=dict)  # the method's own figures, by name
+    provenance: dict[str, JsonValue] = field(default_factory=dict)  # what the method says of how it measured
     warnings: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
     partial: bool = False
-    cache: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, Any] = field(default_factory=dict)
+    cache: RoundCache = field(default_factory=RoundCache.none)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per part: compile_s, profile_s, ...
     artifacts: dict[str, str] = field(default_factory=dict)
-    compile: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
+    compile: CompileSummary = NO_COMPILE  # CompileSummary.ROUND_KEYS
+    error: ErrorRecord | None = None
     schema_version: int = SCHEMA_VERSION
 
     def metric(self, metric_type: str) -> MetricValue | None:
@@ -83,16 +98,16 @@ class EvaluationResult:
     device: str
     backend: str
     trigger: str  # "RUN_INLINE" | "POSTHOC"
-    status: str  # "SUCCESS" | "FAILED"
+    status: RoundStatus
     started_at: str
     ended_at: str | None = None
-    dataset: dict[str, Any] | None = None  # name, path, format, samples; None: the evaluation inputs (no labels)
+    dataset: EvalDataset | None = None  # None: the evaluation inputs (no labels)
     evaluated_on: str = ""
     samples: int = 0
     requested: tuple[str, ...] = ()
     metrics: tuple[MetricValue, ...] = ()
     warnings: tuple[str, ...] = ()
-    error: dict[str, Any] | None = None
+    error: ErrorRecord | None = None
     schema_version: int = SCHEMA_VERSION
 
     def metric(self, metric_type: str) -> MetricValue | None:
@@ -107,20 +122,20 @@ class JobRecord:
     step_type: str
     step_index: int
     checkpoint: str
-    status: str  # "pending" | "in_progress" | "success" | "failed" | "reused"
+    status: JobStatus
     created_at: str
     started_at: str | None = None
     ended_at: str | None = None
     duration_s: float | None = None
-    input: dict[str, Any] | None = None
-    output: dict[str, Any] | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
+    input: JobInput | None = None
+    output: JobOutput | None = None
+    parameters: dict[str, JsonValue] = field(default_factory=dict)  # the step's options, as configured
     config_hash: str = ""
-    changes: dict[str, Any] = field(default_factory=dict)
-    compile: dict[str, Any] = field(default_factory=dict)
-    fidelity: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, JsonValue] = field(default_factory=dict)  # what the step changed, in its own words
+    compile: CompileSummary = NO_COMPILE  # every CompileResult key, or {} when the job was not lowered
+    fidelity: Fidelity = field(default_factory=Fidelity.none)
     warnings: tuple[str, ...] = ()
-    errors: tuple[dict[str, Any], ...] = ()
+    errors: tuple[ErrorRecord, ...] = ()
     profile: tuple[ProfileResult, ...] = ()
     pid: int | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds per part: step, save, compile, fidelity
@@ -135,7 +150,7 @@ class CompileResult:
     device: str
     backend: str
     target: str | None
-    status: str  # "ok" | "unsupported" (nothing the device can run) | "failed"
+    status: CompileStatus
     program_sha256: str
     compile_key: str
     reason: str | None = None
@@ -150,16 +165,21 @@ class CompileResult:
     planned_arena_bytes: int | None = None
     tosa_file: str | None = None  # relative to the compile folder
     vela_summary_file: str | None = None
-    vela_summary: dict[str, Any] | None = None
+    vela_summary: dict[str, int | float | str] | None = None  # Vela's summary CSV row, numbers parsed
     vela_summary_partial: bool = False
     vela_config: dict[str, str] | None = None
     quantized: bool | None = None  # does the compiled program hold quantize ops (None: not recorded)
     versions: dict[str, str] = field(default_factory=dict)
     seconds: float | None = None  # wall time of this compilation (a copy, on a cache hit)
-    cache: dict[str, Any] | None = None  # status hit|miss, key, entry folder; on a hit saved_s and compiled_for
-    # set when the time limit stopped the lowering: limit_s, after_s, stage, option (what raises it), code, hint
-    stopped: dict[str, Any] | None = None
+    cache: CompileCacheUse | None = None
+    stopped: CompileStop | None = None  # set when the time limit stopped the lowering
 
     @property
     def total_ops(self) -> int:
         return self.delegated_ops + self.non_delegated_ops
+
+    def summary(self) -> CompileSummary:
+        """The job's copy of this record (every key); `.only(CompileSummary.ROUND_KEYS)` for a round's."""
+        from np_optimizer.records.codec import from_dict, to_dict
+
+        return from_dict(CompileSummary, to_dict(self))

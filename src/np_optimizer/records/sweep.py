@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from np_optimizer.records.codec import JsonValue
+from np_optimizer.records.status import RunStatus, TrialState
 
 __all__ = ["SweepObjective", "SweepConstraint", "SweepTrial", "SweepRecord", "TRIAL_STATES", "COMPLETE", "FAILED",
            "RUNNING", "WAITING"]
 
-COMPLETE, FAILED, RUNNING, WAITING = "complete", "failed", "running", "waiting"
+COMPLETE, FAILED, RUNNING, WAITING = TrialState.COMPLETE, TrialState.FAILED, TrialState.RUNNING, TrialState.WAITING
 TRIAL_STATES = (WAITING, RUNNING, COMPLETE, FAILED)
 
 
@@ -46,8 +49,8 @@ class SweepConstraint:
 class SweepTrial:
     number: int  # the Optuna trial number (0, 1, ...): one per configuration, never reused
     experiment: str  # the experiment folder that ran it: experiment_07
-    params: dict[str, Any]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
-    state: str  # waiting | running | complete | failed
+    params: dict[str, JsonValue]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
+    state: TrialState
     checkpoint: str | None = None  # the checkpoint the values are of (the trial's last step): GRAPH_QUANTIZE
     values: dict[str, float | None] = field(default_factory=dict)  # metric -> value (None: the trial did not give it)
     reason: str | None = None  # one line: why it failed, or why a value is missing
@@ -89,8 +92,8 @@ class FrontPoint:
 
     number: int
     experiment: str
-    state: str
-    params: dict[str, Any]
+    state: TrialState
+    params: dict[str, JsonValue]
     values: dict[str, float | None]  # objective name -> value in the objective's stored unit (None: not given)
     pareto: bool = False  # on the front: no feasible trial with every objective value is at least as good on all
     # objectives and better on one (equal trials are both on it)
@@ -145,7 +148,7 @@ class FrontView:
 __all__ += ["TrialJob", "TrialError", "TrialFigure", "TrialResult", "TrialStatus", "PlannedTrial", "SweepPlan",
             "SweepResult"]
 
-TrialStatus = Literal["success", "failed"]
+TrialStatus = RunStatus  # a trial ends as an np run does: success or failed
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from np_optimizer.errors import EXIT_VALIDATION
-from np_optimizer.records.codec import SCHEMA_VERSION
+from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
 
 __all__ = ["ValidationIssue", "PlannedStep", "PlannedProfile", "Plan", "ValidationReport"]
 
@@ -50,8 +49,8 @@ class PlannedProfile:
     metrics: tuple[str, ...]
     missing: tuple[str, ...]
     scope_note: str
-    options: dict[str, Any]
-    ignored_options: dict[str, Any] = field(default_factory=dict)  # set in run.detail.yaml, unused by a static method
+    options: dict[str, JsonValue]
+    ignored_options: dict[str, JsonValue] = field(default_factory=dict)  # set in run.detail.yaml, unused by a static method
 
 
 @dataclass(frozen=True)

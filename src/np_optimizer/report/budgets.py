@@ -24,6 +24,7 @@ from np_optimizer.records.report import (
     Pick,
     PipelineRow,
 )
+from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
 __all__ = ["Pick", "BudgetOutcome", "BudgetVerdict", "pick_value", "check_budgets", "PASS", "FAIL", "NOT_CHECKED"]
 
@@ -46,7 +47,7 @@ def _rounds(report: ExperimentReport, row: PipelineRow) -> list[dict[str, Any]]:
     """Successful rounds of the row's checkpoint on the project's device: inline first, then post hoc newest first
     (post-hoc groups already leave out rounds of an older version of the checkpoint)."""
     device = report.experiment.get("device")
-    rounds = [row.profile] if row.profile and row.profile.get("status") == "SUCCESS" else []
+    rounds = [row.profile] if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else []
     for group in report.post_hoc:
         if group.target == row.checkpoint.lower():
             rounds += [r for r in group.rounds if r.get("device") == device]
@@ -74,7 +75,7 @@ def _why_missing(report: ExperimentReport, row: PipelineRow, metric_type: str) -
     device_name = str(report.experiment.get("device", ""))
     if not row.finished:
         return f"{row.model} is not finished"
-    if row.status == "failed":
+    if row.status == JobStatus.FAILED:
         return f"{row.model} failed"
     device = _BY_NAME.get(device_name)
     methods = {str(r.get("method")) for r in _rounds(report, row)}
@@ -116,7 +117,7 @@ def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> 
                     "dataset (np datasets add) and list the checkpoint under evaluate: (or run np evaluate)")
     if metric_type == "PTE_SIZE":
         lowering = row.lowering or {}
-        if metric is not None and metric.get("value") and lowering.get("status") != "unsupported":
+        if metric is not None and metric.get("value") and lowering.get("status") != CompileStatus.UNSUPPORTED:
             return Pick(float(metric["value"]), "static",
                         f"bytes of the .pte compiled for {report.experiment.get('device')}")
         return Pick(None, reason=lowering.get("reason") or f"{row.model} has no compiled .pte")

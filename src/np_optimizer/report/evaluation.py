@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
+
 if TYPE_CHECKING:
     from np_optimizer.records.report import PipelineRow, Table
 
@@ -49,10 +51,10 @@ def apply_evaluation(rows: list[PipelineRow], evaluation: dict[str, Any] | None,
     """Put each row's evaluation metrics (with their source and sample count) into `row.metrics`."""
     evaluation = evaluation or {}
     inline = {r.get("checkpoint"): r for r in evaluation.get("results", [])
-              if r.get("status") == "SUCCESS" and _current(r, shas)}
+              if r.get("status") == RoundStatus.SUCCESS and _current(r, shas)}
     post_hoc: dict[Any, dict[str, Any]] = {}
     for r in evaluation.get("post_hoc", []):  # time order: the newest wins
-        if r.get("status") == "SUCCESS" and _current(r, shas):
+        if r.get("status") == RoundStatus.SUCCESS and _current(r, shas):
             post_hoc[r.get("checkpoint")] = r
     for row in rows:
         result = inline.get(row.checkpoint) or post_hoc.get(row.checkpoint)
@@ -72,7 +74,7 @@ def evaluation_groups(evaluation: dict[str, Any] | None, shas: dict[str, str | N
         group = groups.setdefault(target, EvaluationGroup(target, [], {}))
         if not _current(r, shas):
             group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
-        elif r.get("status") == "SUCCESS":
+        elif r.get("status") == RoundStatus.SUCCESS:
             group.rounds.append(r)
         else:
             status = str(r.get("status", "unknown")).lower()
@@ -112,8 +114,8 @@ def best_row(rows: list[PipelineRow]) -> PipelineRow | None:
     of the finished ones with a latency, accuracy or SNR, the lowest latency, then the highest Top1, then the highest
     SNR (missing values last, ties keep order); else the last finished one. A checkpoint the device cannot run (its
     lowering unsupported or failed: a float checkpoint on an Ethos-U NPU) is no candidate, whatever its estimate."""
-    finished = [r for r in rows if r.status in ("success", "reused") and r.checkpoint != "INPUT_MODEL"
-                and (r.lowering or {}).get("status", "ok") == "ok"]
+    finished = [r for r in rows if r.status in (JobStatus.SUCCESS, JobStatus.REUSED) and r.checkpoint != "INPUT_MODEL"
+                and (r.lowering or {}).get("status", CompileStatus.OK) == CompileStatus.OK]
     scored = [r for r in finished if any(r.value(m) is not None for m in ("LATENCY", "TOP1_ACCURACY", "SNR"))]
     if not scored:
         return finished[-1] if finished else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from np_optimizer.records.codec import to_dict
+from np_optimizer.records.status import CompileStatus
 from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
 
 __all__ = ["experiment_json", "project_json"]
@@ -30,8 +31,8 @@ def _entry(row: PipelineRow) -> dict[str, Any]:
     return {
         "name": row.model, "step_type": None if row.checkpoint == "INPUT_MODEL" else row.step_type,
         "checkpoint": row.checkpoint, "status": row.status, "model_ref_id": row.model, "components": None,
-        "lowering_failed": lowering.get("status") == "failed",
-        "lowering_unsupported": lowering.get("status") == "unsupported",
+        "lowering_failed": lowering.get("status") == CompileStatus.FAILED,
+        "lowering_unsupported": lowering.get("status") == CompileStatus.UNSUPPORTED,
         "lowering_reason": lowering.get("reason"),
         "metrics": _metrics(row),
         "profile": None if not profile else {

@@ -14,6 +14,7 @@ from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
 from np_optimizer.records.report import CompareRecord, LayersRecord
+from np_optimizer.records.status import RoundStatus
 from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.store import ExperimentStore
@@ -28,7 +29,7 @@ def _rows(exp: Experiment) -> list[PipelineRow]:
     for row in built.rows:
         sha = (row.profile or {}).get("checkpoint_sha256")
         rounds = [r for r in [row.profile or {}, *built.post_hoc_all] if r.get("checkpoint") == row.checkpoint
-                  and r.get("status") == "SUCCESS" and (r.get("artifacts") or {}).get("layers")
+                  and r.get("status") == RoundStatus.SUCCESS and (r.get("artifacts") or {}).get("layers")
                   and (sha is None or r.get("checkpoint_sha256") in (None, sha))]
         if rounds:
             newest = max(rounds, key=lambda r: str(r.get("started_at", "")))
@@ -42,7 +43,7 @@ def _rows(exp: Experiment) -> list[PipelineRow]:
 
 def _pick(rows: list[PipelineRow], checkpoint: str | None, exp: Experiment) -> PipelineRow:
     """The row of CHECKPOINT (a checkpoint name, OUTPUT_MODEL, or a job folder name); default: the last profiled."""
-    profiled = [r for r in rows if r.profile and r.profile.get("status") == "SUCCESS"]
+    profiled = [r for r in rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS]
     if checkpoint is None:
         if not profiled:
             raise NotFoundError(f"No checkpoint of {exp.name} has been profiled.", hint="Run `np run` (with a "
@@ -66,7 +67,7 @@ def _named(rows: list[PipelineRow], checkpoint: str, exp: Experiment) -> Pipelin
 
 def _document(exp: Experiment, row: PipelineRow) -> dict[str, Any]:
     result = row.profile or {}
-    path = layers_path(exp.root, result) if result.get("status") == "SUCCESS" else None
+    path = layers_path(exp.root, result) if result.get("status") == RoundStatus.SUCCESS else None
     if path is None:
         raise NotFoundError(f"{row.checkpoint} of {exp.name} has no per-layer data"
                             + (" (it was not profiled)." if not result else f" (its {result.get('method')} round "
@@ -118,7 +119,7 @@ def checkpoint_layers(exp: Experiment, top: int) -> tuple[LayersRecord, ...]:
     rows = _rows(exp)
     out = []
     for row in rows:
-        if row.profile and row.profile.get("status") == "SUCCESS" and (row.profile.get("artifacts") or {}).get("layers"):
+        if row.profile and row.profile.get("status") == RoundStatus.SUCCESS and (row.profile.get("artifacts") or {}).get("layers"):
             try:
                 out.append(layers_record(exp, row.checkpoint, top, rows=rows))
             except NpError:
@@ -133,7 +134,7 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
     if not rows:
         raise NotFoundError(f"{exp.name} has no checkpoints yet.", hint="Run it first: `np run`.", code="NP-RPT-404")
     row = _pick(rows, checkpoint, exp) if checkpoint or any(
-        r.profile and r.profile.get("status") == "SUCCESS" for r in rows) else rows[-1]
+        r.profile and r.profile.get("status") == RoundStatus.SUCCESS for r in rows) else rows[-1]
     try:
         doc = _document(exp, row)
     except NotFoundError:
@@ -228,11 +229,11 @@ def _targets(exp: Experiment, checkpoints: list[str], others: list[Experiment]) 
     if checkpoints:  # named checkpoints join even unprofiled: their compile still says where each layer runs
         out += [(exp, _named(rows, c, exp)) for c in checkpoints]
     else:
-        out += [(exp, r) for r in rows if r.profile and r.profile.get("status") == "SUCCESS"]
+        out += [(exp, r) for r in rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS]
     for other in others:
         other_rows = _rows(other)
         out += [(other, _named(other_rows, c, other)) for c in checkpoints] if checkpoints else \
-            [(other, r) for r in other_rows if r.profile and r.profile.get("status") == "SUCCESS"]
+            [(other, r) for r in other_rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS]
     return out
 
 

@@ -18,6 +18,7 @@ from np_optimizer.records.report import (
     ProjectReport,
     ProjectRow,
 )
+from np_optimizer.records.status import RoundStatus
 
 __all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "build_experiment_report",
            "steps_label", "measured_rounds", "FINISHED", "HEADLINE"]
@@ -37,7 +38,7 @@ def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str])
                       checkpoint=checkpoint, step_type=entry.get("step_type", ""), status=entry.get("status", ""),
                       profile=result, listed=checkpoint in listed, lowering=entry.get("lowering"),
                       fidelity=entry.get("fidelity"))
-    if result is not None and result.get("status") == "SUCCESS":
+    if result is not None and result.get("status") == RoundStatus.SUCCESS:
         for metric in result.get("metrics", []):
             row.metrics[metric["metric_type"]] = {**metric, "method": result.get("method"),
                                                   "result_kind": result.get("result_kind")}
@@ -74,7 +75,7 @@ def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str | None]) -> l
         group = groups.setdefault(target, PostHocGroup(target, result.get("job", ""), [], {}))
         if _of_older_checkpoint(result, current.get(str(result.get("checkpoint")))):
             group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
-        elif result.get("status") == "SUCCESS":
+        elif result.get("status") == RoundStatus.SUCCESS:
             group.rounds.append(result)
         else:
             status = str(result.get("status", "unknown")).lower()
@@ -117,7 +118,7 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
             for e in entries]
     enabled = bool(profile.get("enabled"))
     method = profile.get("method")
-    measured = any(r.get("trigger") == "POSTHOC" and r.get("status") == "SUCCESS" and r.get("result_kind") == "measured"
+    measured = any(r.get("trigger") == "POSTHOC" and r.get("status") == RoundStatus.SUCCESS and r.get("result_kind") == "measured"
                    for r in report.get("post_hoc") or [])
     warnings = _scope_warning(report, rows, method, measured_post_hoc=measured)
     if stale:  # an interrupted run can leave profile results of the checkpoints its steps have since replaced
@@ -139,7 +140,7 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
                 warnings.append(f"{row.checkpoint.lower()}: {text}")
         for text in row.profile.get("notices", []):
             notices.setdefault(text, []).append(row.checkpoint.lower())
-        if row.profile.get("status") == "FAILED" and row.profile.get("error"):
+        if row.profile.get("status") == RoundStatus.FAILED and row.profile.get("error"):
             warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
     post_hoc = list(report.get("post_hoc") or [])
     from np_optimizer.report.evaluation import apply_evaluation, best_row, evaluation_groups
@@ -160,7 +161,7 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
 
 def measured_rounds(report: ExperimentReport) -> list[dict[str, Any]]:
     """The successful measured rounds of an experiment: np run's own, then the post-hoc ones."""
-    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == "SUCCESS"
+    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS
               and r.profile.get("result_kind") == "measured"]
     return rounds + [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
 

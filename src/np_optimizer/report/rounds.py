@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from np_optimizer.formats import fmt_number, mib
 from np_optimizer.records import ProfileResult
 from np_optimizer.records.report import Table
+from np_optimizer.records.status import RoundStatus
 
 __all__ = ["round_kind", "round_table", "round_messages", "round_failures"]
 
@@ -16,7 +17,7 @@ _HEADLINE = [("Latency (ms)", "LATENCY"), ("Memory (MB)", "MEMORY"), ("Weight Me
 
 def round_kind(results: Sequence[ProfileResult]) -> str:
     """What the successful results are: measured, estimated, mixed, or failed (none succeeded)."""
-    kinds = {r.result_kind for r in results if r.status == "SUCCESS"}
+    kinds = {r.result_kind for r in results if r.status == RoundStatus.SUCCESS}
     if not kinds:
         return "failed"
     return next(iter(kinds)) if len(kinds) == 1 else "mixed"
@@ -24,12 +25,13 @@ def round_kind(results: Sequence[ProfileResult]) -> str:
 
 def _estimator(results: Sequence[ProfileResult]) -> str:
     """` (mlia 0.9 / ethos-u85-256, 500MHz)`: the tool behind the round's estimates, or ''."""
-    estimated = next((r for r in results if r.result_kind == "estimated" and r.status == "SUCCESS"), None)
+    estimated = next((r for r in results if r.result_kind == "estimated" and r.status == RoundStatus.SUCCESS), None)
     if estimated is None:
         return ""
     p = estimated.provenance
-    if "target_profile" in p and "core_clock_hz" in p:  # an estimate for a target profile (MLIA's)
-        return f" ({p['tool']} {p['tool_version']} / {p['target_profile']}, {p['core_clock_hz'] / 1e6:g}MHz)"
+    clock = p.get("core_clock_hz")
+    if "target_profile" in p and isinstance(clock, (int, float)):  # an estimate for a target profile (MLIA's)
+        return f" ({p['tool']} {p['tool_version']} / {p['target_profile']}, {clock / 1e6:g}MHz)"
     return f" ({p.get('tool')} {p.get('tool_version')})"
 
 
@@ -56,7 +58,7 @@ def round_table(results: Sequence[ProfileResult], requested_method: str | None) 
     """One row per checkpoint: a Status column when some failed, a Method column when none was asked for, and the
     headline metrics some result has."""
     shown = [(h, t) for h, t in _HEADLINE if any(r.metric(t) for r in results)]
-    failed = any(r.status != "SUCCESS" for r in results)
+    failed = any(r.status != RoundStatus.SUCCESS for r in results)
     columns = ["Name"] + (["Status"] if failed else []) + (["Method"] if requested_method is None else []) + \
         [h for h, _ in shown]
     rows = []
@@ -100,9 +102,8 @@ def round_failures(results: Sequence[ProfileResult]) -> list[tuple[str, str, str
     about an unreachable device, a missing runtime...), so the console says it too."""
     out = []
     for r in results:
-        if r.status == "SUCCESS":
+        if r.status == RoundStatus.SUCCESS:
             continue
-        error = r.error or {}
-        hint = error.get("hint")
-        out.append((r.checkpoint.lower(), str(error.get("message") or "failed"), str(hint) if hint else None))
+        hint = r.error.hint if r.error else None
+        out.append((r.checkpoint.lower(), (r.error.message if r.error else "") or "failed", hint or None))
     return out

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from np_optimizer.records import ReportRecord
 
 from np_optimizer.records.report import Table
+from np_optimizer.records.status import CompileStatus, RoundStatus
 
 __all__ = ["Table", "report_tables", "header_rows", "next_step", "pipeline_table", "post_hoc_tables",
            "project_table", "fmt_number"]
@@ -132,7 +133,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     backend = BACKENDS.find(str(experiment.get("backend")))
     delegated_column = backend.delegated_column if backend is not None else None
     methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows
-               if r.profile and r.profile.get("status") == "SUCCESS"}
+               if r.profile and r.profile.get("status") == RoundStatus.SUCCESS}
     show_method = len(methods) > 1
     columns = ["Model", "Type", "Status"] + [c[0] for c in shown]
     plain_columns = ["model", "type", "status"] + [c[2] for c in shown]
@@ -175,7 +176,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
             plain_line.append(_plain_value(metric, metric_type))
         if lowered:
             size = row.value("PTE_SIZE")
-            unsupported = (row.lowering or {}).get("status") == "unsupported"
+            unsupported = (row.lowering or {}).get("status") == CompileStatus.UNSUPPORTED
             if size and not unsupported:
                 change = f" ({(size - input_pte) / input_pte:+.0%})" if input_pte and not is_input else ""
                 line.append(f"{mib(size):.3f}{change}")
@@ -213,7 +214,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         footnotes.append(f"n/a not given by this method on {device_name}; see the warning below")
     if "lowering" in used:
         reasons = sorted({(r.lowering or {}).get("reason") or "" for r in rows
-                          if (r.lowering or {}).get("status") == "unsupported"})
+                          if (r.lowering or {}).get("status") == CompileStatus.UNSUPPORTED})
         footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
     if any(m.get("coverage") for r in rows for m in r.metrics.values()):
         footnotes.append(f"{PARTIAL_MARK} partial total: it covers the ops on the NPU only, the rest of the model "
@@ -316,7 +317,7 @@ def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
     for index, metric_type in enumerate(("LATENCY", "MEMORY", "MACS")):  # totals of the NPU part only are marked
         if (row.metrics.get(metric_type) or {}).get("coverage") and cells[index] != "-":
             cells[index] += f" {PARTIAL_MARK}"
-    profile = row.profile if row.profile and row.profile.get("status") == "SUCCESS" else None
+    profile = row.profile if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else None
     method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
     plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr, top1)] + \
         [method if profile else ""]

@@ -16,13 +16,16 @@ from np_optimizer.config import ExperimentConfig, load_experiment_config
 from np_optimizer.config.checkpoints import INPUT_MODEL, checkpoint_of_step
 from np_optimizer.config.steps import calibration_samples, step_spec
 from np_optimizer.devices import Device, get_device
-from np_optimizer.errors import NpError, error_record
+from np_optimizer.errors import NpError
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext, StepContext, StepOutcome
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
+from np_optimizer.records.commands import RunJob
 from np_optimizer.records.compiled import ProducedCheckpoint
+from np_optimizer.records.parts import ErrorRecord
+from np_optimizer.records.status import ExperimentStatus, RoundStatus, RunStatus
 from np_optimizer.workspace import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
@@ -89,7 +92,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered)
         rounds: list[ProfileResult] = []
         produced: dict[str, ProducedCheckpoint] = {}
-        error: dict[str, Any] | None = None
+        error: ErrorRecord | None = None
         phase = 1
         try:
             extractor = get_logger("GraphExtractor")
@@ -112,8 +115,8 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
                 produced[checkpoint_of_step(step.kind)] = made
                 ref = made.checkpoint
         except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
-            error = error_record(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
-            log.error(f"{error['message']}" + (f" Hint: {error['hint']}" if error["hint"] else ""),
+            error = ErrorRecord.of(exc)  # not an NpError: a bug, whose traceback goes to the log (console with --debug)
+            log.error(error.message + (f" Hint: {error.hint}" if error.hint else ""),
                       exc_info=None if isinstance(exc, NpError) else exc)
         evaluations: list[EvaluationResult] = []
         if config.run.evaluate:  # the accuracy half, before profiling (which may wait for a device)
@@ -131,17 +134,16 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
         else:
             get_logger("Profiler").info("No profile section in run.yaml: profiling skipped.")
             store.disable_profiling()
-        failed_profiles = [p for p in rounds if p.status != "SUCCESS"]
-        failed_evaluations = [e for e in evaluations if e.status != "SUCCESS"]
-        status = "failed" if error is not None or failed_profiles or failed_evaluations else "success"
+        failed_profiles = [p for p in rounds if p.status != RoundStatus.SUCCESS]
+        failed_evaluations = [e for e in evaluations if e.status != RoundStatus.SUCCESS]
+        status = RunStatus.FAILED if error is not None or failed_profiles or failed_evaluations else RunStatus.SUCCESS
         summary = RunSummary(experiment=experiment.name, status=status, duration_s=round(time.perf_counter() - started, 2),
-                             jobs=tuple({"name": j.name, "status": j.status, "duration_s": j.duration_s}
-                                        for j in store.jobs()), profile=tuple(rounds), error=error,
+                             jobs=tuple(RunJob(j.name, j.status, j.duration_s) for j in store.jobs()), profile=tuple(rounds), error=error,
                              evaluation=tuple(evaluations))
         store.end_run(status, duration_s=summary.duration_s)
         return summary
     except BaseException as exc:
-        ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        ended = ExperimentStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else ExperimentStatus.FAILED
         store.end_run(ended)
         raise
 
@@ -194,8 +196,8 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
     made = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
                         parameters=parameters, hash_=config_hash(payload), produce=produce)
     record = jobs.store.read_job(name)
-    if record is not None and record.fidelity.get("program"):
-        fid = record.fidelity["program"]
-        snr = "identical" if fid.get("snr_identical") else f"{fid.get('snr_db')} dB"
-        log.info(f"{checkpoint}: SNR vs INPUT_MODEL {snr}, max abs error {fid.get('max_abs_error'):.3g}")
+    if record is not None and record.fidelity.program is not None:
+        fid = record.fidelity.program
+        snr = "identical" if fid.snr_identical else f"{fid.snr_db} dB"
+        log.info(f"{checkpoint}: SNR vs INPUT_MODEL {snr}, max abs error {fid.max_abs_error:.3g}")
     return made

@@ -25,6 +25,7 @@ from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_text
 from np_optimizer.locks import FileLock
 from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import (
     COMPLETE,
     FAILED,
@@ -209,15 +210,15 @@ class _Driver:
         """Tell the study what the trial reported: complete when it succeeded with a value for every objective."""
         trial = self.trials[number]
         objectives = {str(o.metric) for o in self.run.sweep.objectives}
-        values = result.values if result.status == "success" else {}
-        if result.status == "success":
+        values = result.values if result.status == RunStatus.SUCCESS else {}
+        if result.status == RunStatus.SUCCESS:
             reason = "; ".join(f.missing for f in result.figures if f.missing and f.metric in objectives) or None
         else:
             reason = (result.error.message if result.error else "failed").splitlines()[0]
         caveats, checkpoint = result.caveats, result.checkpoint
         self.study.tell(number, values, reason, {"values": values, "checkpoint": checkpoint,
                                                  "duration_s": result.duration_s, "caveats": list(caveats)})
-        state = FAILED if reason is not None and (result.status != "success" or
+        state = FAILED if reason is not None and (result.status != RunStatus.SUCCESS or
                                                    any(values.get(m) is None for m in objectives)) else COMPLETE
         self.trials[number] = replace(trial, state=state, values=values, reason=reason, checkpoint=checkpoint,
                                       duration_s=result.duration_s, caveats=caveats)

@@ -33,6 +33,7 @@ from typing import Any, cast
 
 from np_optimizer.errors import NetworkError
 from np_optimizer.records.codec import from_dict, to_dict
+from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import TrialJob, TrialResult
 from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent
 from np_optimizer.sweep.worker import Worker, failed_result, read_events, start
@@ -262,7 +263,7 @@ class RayPool:
                                                 f"{exc}", f"Check that {job.experiment_dir.parent} is writable and has "
                                                           "space.", duration_s=result.duration_s), node=node)
         measure_on = job.measure_on if job.measure_on is not None else self.measure_on
-        if result.status == "success" and measure_on:
+        if result.status == RunStatus.SUCCESS and measure_on:
             self._events.put(TrialEvent(job.number, "progress", f"ran on node {node}; waiting to measure here"))
             self._measuring.add(job.number)
             self._measures.put((replace(job, measure_on=measure_on, measure_only=True), result))

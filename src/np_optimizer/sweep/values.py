@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.status import RoundStatus
 from np_optimizer.records.sweep import TrialFigure
 from np_optimizer.report.model import build_experiment_report
 from np_optimizer.workspace import Experiment
@@ -29,7 +30,7 @@ class TrialValues:
 def _measured(rounds: list[dict[str, Any]], checkpoint: str, sha: str | None, device: str) -> dict[str, Any] | None:
     """The newest successful post-hoc round of this checkpoint (these bytes) on `device`."""
     mine = [r for r in rounds if r.get("checkpoint") == checkpoint and r.get("device") == device
-            and r.get("status") == "SUCCESS" and (sha is None or r.get("checkpoint_sha256") == sha)]
+            and r.get("status") == RoundStatus.SUCCESS and (sha is None or r.get("checkpoint_sha256") == sha)]
     return max(mine, key=lambda r: str(r.get("started_at", ""))) if mine else None
 
 
@@ -55,7 +56,7 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
             whys[metric] = "the outputs are identical to INPUT_MODEL's (no finite SNR)"
         elif value is None:
             why = "not given by this device and method"
-            if row.profile is not None and row.profile.get("status") == "FAILED":
+            if row.profile is not None and row.profile.get("status") == RoundStatus.FAILED:
                 why = f"profiling failed: {(row.profile.get('error') or {}).get('message')}"
             elif row.profile is None and metric not in ("SNR", "MAX_ABS_ERROR", "PTE_SIZE"):
                 why = f"{row.checkpoint.lower()} was not profiled"

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from np_optimizer.processes import dies_with_parent
 from np_optimizer.records.codec import from_dict, to_dict
+from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 
 __all__ = ["Emit", "Worker", "failed_result", "job_line", "job_of", "progress_line", "result_line", "start",
@@ -34,7 +35,7 @@ class Worker:
 
 def failed_result(job: TrialJob, message: str, hint: str | None = None, *, code: str | None = None,
                   duration_s: float | None = None) -> TrialResult:
-    return TrialResult(job.experiment_dir.name, "failed", duration_s=duration_s,
+    return TrialResult(job.experiment_dir.name, RunStatus.FAILED, duration_s=duration_s,
                        error=TrialError(message, hint, code))
 
 

@@ -9,6 +9,7 @@ treat it as a miss, with that reason, before anything uses it.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from typing import Any
@@ -82,7 +83,7 @@ def shape_problem(hint: Any, value: Any, where: str = "") -> str | None:
     if hint is float:
         return None if isinstance(value, (int, float)) and not isinstance(value, bool) else \
             f"{label} is {json_kind(value)}, not a number"
-    if hint is str:
+    if hint is str or (isinstance(hint, type) and issubclass(hint, enum.Enum)):  # a status: its spelling, as text
         return None if isinstance(value, str) else f"{label} is {json_kind(value)}, not text"
     if hint is dict or origin is dict:
         if not isinstance(value, dict):

@@ -9,6 +9,7 @@ from np_optimizer.cli.render import heading, line, out, print_json, print_plain,
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.errors import UsageError
 from np_optimizer.records import ReportRecord, Table
+from np_optimizer.records.status import BudgetStatus
 
 __all__ = ["print_budget_outcome"]
 
@@ -85,7 +86,7 @@ def print_budget_outcome(record: ReportRecord, junit: Path | None, *, quiet: boo
         table = budget_table(verdict)
         out.print()
         print_table(table.title, table.columns, table.rows, caption=table.caption)
-        style = {"fail": "bold red", "pass": "bold green"}.get(verdict.status, "bold yellow")
+        style = {BudgetStatus.FAIL: "bold red", BudgetStatus.PASS: "bold green"}.get(verdict.status, "bold yellow")
         line((verdict.line, style))
     if junit is not None:
         written = junit_file(record, junit)

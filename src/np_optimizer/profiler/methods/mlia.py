@@ -22,6 +22,7 @@ from np_optimizer.processes import run_watched, stage
 from np_optimizer.profiler.methods.base import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
+from np_optimizer.records.status import CompileStatus
 from np_optimizer.versions import np_version, tool_version
 
 __all__ = ["profile_mlia", "static_counts"]
@@ -80,7 +81,7 @@ def _estimate_all(request: ProfileRequest) -> tuple[list[dict[str, Any]], list[s
     compiled = request.compiled
     notices: list[str] = []
     warnings: list[str] = []
-    if compiled.status == "ok":
+    if compiled.status == CompileStatus.OK:
         tosa = partition_files(request.compiled_dir / "ethos_u")
         if not tosa:
             raise EstimateError(f"The compiled {request.checkpoint} has no .tosa file in "
@@ -161,7 +162,7 @@ def _ethos_u(request: ProfileRequest) -> MethodOutput:
     cpu_layers = sum(e["placement"]["cpu"] for e in estimates)
     compiled = request.compiled
     op_share = (100.0 * compiled.delegated_ops / compiled.total_ops) if compiled.total_ops and \
-        compiled.status == "ok" else None
+        compiled.status == CompileStatus.OK else None
     metrics = [MetricValue(str(M.PARAMS), params, "params", source=_graph_source())]
     if total_cycles > 0:  # zero cycles: nothing ran on the NPU, and a 0 ms latency would be a fake number
         metrics += [
@@ -213,7 +214,7 @@ def _with_layers(request: ProfileRequest, estimates: list[dict[str, Any]], metri
     from np_optimizer.layers.files import write_layers
 
     document = ethos_u_layers(estimates, request.compiled_dir, total_cycles=total_cycles,
-                              estimated_compiled=request.compiled.status == "ok")
+                              estimated_compiled=request.compiled.status == CompileStatus.OK)
     document.update(checkpoint=request.checkpoint, device=request.device.name, method="mlia")
     coverage = document["coverage"]
     if coverage and coverage.get("partial"):

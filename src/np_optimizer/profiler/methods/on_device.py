@@ -33,6 +33,7 @@ from np_optimizer.profiler.measure.stats import summarize
 from np_optimizer.profiler.methods.base import register_method
 from np_optimizer.profiler.request import MethodOutput, ProfileRequest
 from np_optimizer.records import MetricValue
+from np_optimizer.records.status import CompileStatus
 
 __all__ = ["profile", "measure_options"]
 
@@ -63,7 +64,7 @@ def _precheck(request: ProfileRequest) -> None:
         raise UnsupportedError(f"The on-device method measures programs an ExecuTorch runtime np can start; "
                                f"{request.checkpoint} for {device.name} is a {backend} program, which only the NPU's "
                                "firmware runs.", hint=f"Use --method mlia for {device.name}.", code="NP-PRF-422")
-    if compiled.status != "ok" or request.pte_path is None:
+    if compiled.status != CompileStatus.OK or request.pte_path is None:
         raise UnsupportedError(f"{request.checkpoint} has no runnable .pte for {device.name} (compile status "
                                f"{compiled.status}{': ' + compiled.reason if compiled.reason else ''}).",
                                hint="See the compile section of the result and logs/execution.log.", code="NP-PRF-422")

@@ -13,7 +13,8 @@ from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.formats import fmt_metric, is_finite
 from np_optimizer.metrics import SHOWN
 from np_optimizer.records import ExperimentPage
-from np_optimizer.records.report import Table
+from np_optimizer.records.report import FAIL, NOT_CHECKED, PASS, Table
+from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.report.budgets import BudgetVerdict
 from np_optimizer.report.html.charts import Bar, BudgetLine, Series, bar_chart
 from np_optimizer.report.html.sections import Section, SectionContext, render_sections
@@ -99,7 +100,7 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
     if metric.get("identical"):
         return Cell("identical", metric_type, None, identical=True, title=str(metric.get("source") or ""))
     lowering = row.lowering or {}
-    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.get("status") == "unsupported":
+    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.get("status") == CompileStatus.UNSUPPORTED:
         return Cell("n/a", metric_type, title=str(lowering.get("reason") or "lowering unsupported on this device"))
     value = metric.get("value")
     if not is_finite(value):
@@ -230,7 +231,7 @@ def _glossary(report: ExperimentReport, columns: list[tuple[str, str, str]]) -> 
     how: dict[str, dict[str, None]] = {}
     units: dict[str, str] = {}
     metrics = [m for r in report.rows for m in r.metrics.values()]
-    metrics += [m for r in report.post_hoc_all if r.get("status") == "SUCCESS" for m in r.get("metrics", [])]
+    metrics += [m for r in report.post_hoc_all if r.get("status") == RoundStatus.SUCCESS for m in r.get("metrics", [])]
     for metric in metrics:
         metric_type = str(metric.get("metric_type"))
         units.setdefault(metric_type, str(metric.get("unit") or ""))
@@ -267,8 +268,8 @@ def experiment_view(page: ExperimentPage, prefix: str = "e1") -> ExperimentView:
         status = ""
         if shown_verdict is not None:
             mine = [o for o in shown_verdict.outcomes if o.model == row.model]
-            status = "" if not mine else "fail" if any(o.status == "fail" for o in mine) else \
-                "pass" if any(o.status == "pass" for o in mine) else "not checked"
+            status = "" if not mine else FAIL if any(o.status == FAIL for o in mine) else \
+                PASS if any(o.status == PASS for o in mine) else NOT_CHECKED
         rows.append(Row(row.model, row.checkpoint, "-" if row is base else row.step_type, row.status,
                         row.model == output, [_cell(row, t, base) for t, _h, _u in columns], status))
     for group in report.post_hoc:
