@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from np_optimizer import api
-from np_optimizer.api.farm import FarmView, devices_farm
 from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import print_json, print_plain, print_table
-from np_optimizer.devices import Device
 from np_optimizer.errors import UsageError
 from np_optimizer.records import to_dict
+
+if TYPE_CHECKING:
+    from np_optimizer.devices import Device
+    from np_optimizer.records import FarmView
 
 app = typer.Typer(help="The device catalogue and what each profiling method gives on it.", no_args_is_help=True)
 
@@ -41,6 +43,8 @@ def ls(
             raise UsageError(f"Invalid --filter '{item}'.", hint="Use key=value, e.g. --filter backend=xnnpack.",
                              code="NP-DEV-410")
         filters[key.strip()] = value.strip()
+    from np_optimizer.api.farm import devices_farm
+
     devices = api.devices_list(filters=filters, sort=sort)
     farm = devices_farm()
     by_name = {f.device: f for f in farm.devices} if farm else {}

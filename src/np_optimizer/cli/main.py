@@ -57,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run np with `argv` (default sys.argv[1:]) and return the exit code; never raises for user errors."""
     from np_optimizer.cli.app import app
     from np_optimizer.logs import set_debug
-    from np_optimizer.workspace.damaged import reset_warnings
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
     debug = "--debug" in args or os.environ.get("NP_DEBUG") == "1"
-    reset_warnings()  # each command says each damaged file once
+    damaged = sys.modules.get("np_optimizer.workspace.damaged")
+    if damaged is not None:  # each command says each damaged file once (not imported yet: none said)
+        damaged.reset_warnings()
     set_debug(debug)  # tracebacks of internal errors logged during the command reach the console only with --debug
     warnings_handler = _ConsoleWarnings()
     np_logger = logging.getLogger("np")
