@@ -74,9 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         np_logger.removeHandler(warnings_handler)
 
 
-def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> int:
-    from np_optimizer.cli.render import print_error
+def _print_error(error: NpError, *, json_mode: bool) -> None:
+    from np_optimizer.cli.render import print_error  # (rich's console: `np --version` prints without it)
 
+    print_error(error, json_mode=json_mode)
+
+
+def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> int:
     try:
         result = app(args=args, prog_name="np", standalone_mode=False)
         if result == EXIT_INTERRUPTED:  # typer turns Ctrl+C into Exit(130) and returns its code
@@ -85,7 +89,7 @@ def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> 
     except NpError as error:
         if debug:
             traceback.print_exc()
-        print_error(error, json_mode=json_mode)
+        _print_error(error, json_mode=json_mode)
         return error.exit_code
     except click.exceptions.Exit as exc:
         return _interrupted(args) if exc.exit_code == EXIT_INTERRUPTED else int(exc.exit_code)
@@ -93,7 +97,7 @@ def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> 
         return _interrupted(args)
     except click.ClickException as exc:
         if json_mode:
-            print_error(NpError(exc.format_message(), hint="See `np --help`.", code="NP-USE-400"), json_mode=True)
+            _print_error(NpError(exc.format_message(), hint="See `np --help`.", code="NP-USE-400"), json_mode=True)
         else:
             exc.show()
         return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
@@ -104,7 +108,7 @@ def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> 
             traceback.print_exc()
         internal = NpError(f"Internal error: {type(exc).__name__}: {exc}",
                            hint="Rerun with --debug for the traceback, and report it.", code="NP-GEN-500")
-        print_error(internal, json_mode=json_mode)
+        _print_error(internal, json_mode=json_mode)
         return EXIT_FAILED
 
 
