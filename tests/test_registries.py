@@ -119,8 +119,8 @@ def test_each_step_writes_parses_and_runs(spec: StepSpec, tmp_path: Path) -> Non
     exp = make_project(tmp_path / "ws", "steps", run_yaml=text)
     summary = api.run(experiment=str(exp))
     assert summary.status == "success", summary.error
-    (job,) = [j for j in summary.jobs if j["name"] == f"01_{spec.kind}"]
-    assert job["status"] == "success" and (exp / job["name"] / "artifacts" / "model.pt2").is_file()
+    (job,) = [j for j in summary.jobs if j.name == f"01_{spec.kind}"]
+    assert job.status == "success" and (exp / job.name / "artifacts" / "model.pt2").is_file()
 
 
 def _methods() -> list[str]:

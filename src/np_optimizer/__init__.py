@@ -10,11 +10,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.api import __all__ as _api_all  # names only: the package imports lazily
-from np_optimizer.config.steps.base import STEP_SPECS
+from np_optimizer.api import __all__ as _api_all  # names only: both packages import lazily
 from np_optimizer.errors import *  # noqa: F403
 from np_optimizer.errors import __all__ as _errors_all
 from np_optimizer.records import __all__ as _records_all
+from np_optimizer.registry import plug_later
 from np_optimizer.versions import NP_VERSION as __version__
 
 if TYPE_CHECKING:
@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from np_optimizer.records import *  # noqa: F403
 
 # The steps (floor 9) fill configuration's step registry (floor 4); the top package plugs one into the other, so that
-# configuration never names the pipeline. Python runs this file before any np_optimizer submodule is imported.
+# configuration never names the pipeline. Python runs this file before any np_optimizer submodule is imported; the
+# registry takes the plug when first read, so a command that reads no step imports no configuration.
 # Each step's module is named after its kind: a run imports the modules of its own steps only.
-STEP_SPECS.plug("np_optimizer.pipeline.steps", module_of=lambda kind: kind)
+plug_later("step", "np_optimizer.pipeline.steps", module_of=lambda kind: kind)
 
 __all__ = ["__version__", *_api_all, *_errors_all, *_records_all]
 

@@ -18,9 +18,18 @@ from typing import Generic, TypeVar
 
 from np_optimizer.errors import NpError, UnsupportedError
 
-__all__ = ["Registry", "DuplicateEntryError"]
+__all__ = ["Registry", "DuplicateEntryError", "plug_later"]
 
 T = TypeVar("T")
+
+# registry kind -> (package, module_of) set from above by plug_later, taken by that registry when first read
+_PLUGS: dict[str, tuple[str, Callable[[str], str] | None]] = {}
+
+
+def plug_later(kind: str, package: str, *, module_of: Callable[[str], str] | None = None) -> None:
+    """`Registry.plug` for the registry of `kind`, done when that registry is first read: the top package plugs the
+    steps into configuration's registry without importing configuration, which `np --version` never reads."""
+    _PLUGS[kind] = (package, module_of)
 
 
 class DuplicateEntryError(ValueError):
@@ -61,6 +70,7 @@ class Registry(Generic[T]):
         return entry
 
     def find(self, name: str) -> T | None:
+        self._take_plug()
         if name not in self._entries:
             self._import_module_of(name)
         if name not in self._entries:
@@ -68,10 +78,12 @@ class Registry(Generic[T]):
         return self._entries.get(name)
 
     def names(self) -> tuple[str, ...]:
+        self._take_plug()
         self._discover()
         return tuple(self._entries)
 
     def entries(self) -> tuple[T, ...]:
+        self._take_plug()
         self._discover()
         return tuple(self._entries.values())
 
@@ -81,6 +93,11 @@ class Registry(Generic[T]):
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
         nearest = f"Did you mean '{close[0]}'? " if close else ""
         return f"{nearest}Registered {self.kind}s: {', '.join(names) or 'none'}."
+
+    def _take_plug(self) -> None:
+        if self.package is None and self.kind in _PLUGS:
+            package, module_of = _PLUGS[self.kind]
+            self.plug(package, module_of=module_of)
 
     def _import_module_of(self, name: str) -> None:
         if self._discovered or self._module_of is None or not self._module_of(name).isidentifier():

@@ -34,7 +34,17 @@ def test_arguments_have_help(run_np, command: list[str], text: str) -> None:
 
 
 def test_unknown_command_is_usage_error(run_np) -> None:
-    assert run_np("frobnicate").exit_code == 2
+    result = run_np("frobnicate")
+    assert result.exit_code == 2 and "No such command 'frobnicate'" in result.stderr
+    assert "Did you mean 'status'" in run_np("statu").stderr  # the root builds its commands lazily, all for a typo
+
+
+def test_version_is_the_packages(run_np) -> None:
+    """np --version prints a constant (no package metadata read at start): pyproject.toml's version."""
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert run_np("--version").stdout == f"np {version}\n"
 
 
 def test_compatibility_doc_matches_the_catalogue() -> None:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from np_optimizer.records import EvaluationResult, JobRecord, ProfileResult, from_dict, to_dict
+from np_optimizer.records.index import pipeline_entry
 from np_optimizer.records.parts import CompileSummary, ErrorRecord, Fidelity, JobOutput
 from np_optimizer.records.status import CacheStatus, CompileStatus, JobStatus, RoundStatus
-from np_optimizer.records.index import pipeline_entry
 
 DATA = Path(__file__).parent / "data"
 JOBS = sorted(DATA.glob("*/*/job.json"))

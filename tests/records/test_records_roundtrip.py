@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import json
 import types
 import typing
@@ -59,6 +60,14 @@ def test_every_record_is_covered() -> None:
     """The parametrisation above reads __all__: a record type added to the package is tested without more code."""
     assert {"ProfileResult", "JobRecord", "ReportRecord", "Plan", "BudgetVerdict", "LayerKey", "CompileResult"} <= \
         set(RECORDS)
+
+
+def test_the_package_finds_each_name_in_its_module() -> None:
+    """records/__init__ imports its names on first use (issue 35: np starts without loading every record module):
+    each name of __all__ is mapped to the module that defines it."""
+    assert set(records._WHERE) == set(records.__all__)
+    for name, module in records._WHERE.items():
+        assert getattr(importlib.import_module(f"np_optimizer.records.{module}"), name) is getattr(records, name)
 
 
 def test_declared_json_shapes() -> None:

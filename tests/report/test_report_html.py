@@ -8,13 +8,18 @@ files work on copies (copy_workspace); the fixture checks at teardown that nobod
 The browser test checks: no console messages (errors included; a page with a blocked network reference proves the
 check sees them), every chart present as SVG with the bars the --json document implies, and every number the page
 carries (data-value) equal to np report --json's. It saves a PNG screenshot in the test's temporary folder.
+
+The read commands (np --version, report, status, devices ls, validate) run on the finished sample_cpu as the console
+script runs them, and must not import torch, ExecuTorch, MLIA, Optuna or Ray (bench/cli_startup.py times them).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -24,6 +29,7 @@ from typing import Any
 import pytest
 
 from np_optimizer.errors import EXIT_BUDGET, EXIT_CONFIG, EXIT_USAGE, EXIT_VALIDATION
+from np_optimizer.versions import NP_VERSION
 from tests.helpers import assert_unchanged, copy_workspace, tree_digest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -346,3 +352,39 @@ def test_compare_diffs_measured_layer_times_by_their_spread(samples: dict[str, P
         assert change["significant"] == (abs(change["delta"]) > widest), change
     table = run_np("compare", "INPUT_MODEL", "GRAPH_QUANTIZE", cwd=exp).stdout
     assert "Layers whose cost changed most" in table
+
+
+# Never imported by a command that reads: the tools np drives and the sweep's engines.
+HEAVY = ("torch", "torchao", "executorch", "mlia", "optuna", "ray")
+
+
+def _np_modules(args: list[str], cwd: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `np ARGS` as the console script does (cli.main.entry, in a fresh process); the modules it had imported
+    when it exited."""
+    code = ("import atexit, json, sys\n"
+            f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+            f"sys.argv = ['np', *{args!r}]\n"
+            "from np_optimizer.cli.main import entry\n"
+            "entry()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return proc, set(json.loads(out.read_text()))
+
+
+@pytest.mark.np_run
+@pytest.mark.parametrize(("args", "says"), [(["--version"], f"np {NP_VERSION}"),
+                                            (["report"], "02_graph_quantize (output)"),
+                                            (["status"], "02_graph_quantize"), (["devices", "ls"], "raspberry_pi_5"),
+                                            (["validate"], "Valid.")],
+                         ids=["version", "report", "status", "devices-ls", "validate"])
+def test_read_commands_start_without_heavy_imports(samples: dict[str, Path], tmp_path: Path, args: list[str],
+                                                   says: str) -> None:
+    """On sample_cpu run and measured on host, the read commands import none of torch, ExecuTorch, MLIA, Optuna or
+    Ray (issue 35: a command imports what it uses); np --version imports no record module, no configuration and no
+    package metadata either: its version is a constant."""
+    proc, modules = _np_modules(args, samples["cpu"], tmp_path / "modules.json")
+    assert proc.returncode == 0, proc.stderr
+    assert says in proc.stdout
+    assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
+    if args == ["--version"]:
+        assert sorted(m for m in modules if m.startswith(("np_optimizer.records.", "np_optimizer.config",
+                                                          "np_optimizer.cli.cmd_", "importlib.metadata"))) == []

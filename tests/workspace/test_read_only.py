@@ -10,8 +10,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
-import typer
+import typer.main
 
 from np_optimizer.cli.app import app
 from tests.helpers import copy_workspace, make_project, run_np_subprocess, tree_digest
@@ -41,15 +42,17 @@ WRITING_COMMANDS = {"workspace init", "projects create", "experiments create", "
                     "profile", "evaluate", "export", "cache prune", "datasets add"}
 
 
-def _commands(group: typer.Typer, prefix: str = "") -> set[str]:
-    names = {f"{prefix}{c.name or (c.callback.__name__ if c.callback else '')}" for c in group.registered_commands}
-    for sub in group.registered_groups:
-        names |= _commands(sub.typer_instance, f"{prefix}{sub.name} ") if sub.typer_instance else set()
-    return names
+def _commands(command: click.Command | None, prefix: str = "") -> set[str]:
+    """The commands under `command` as `np --help` lists them ("projects ls"); the root builds each when asked."""
+    if not isinstance(command, click.Group):
+        return {prefix.strip()}
+    context = click.Context(command)
+    return {name for sub in command.list_commands(context)
+            for name in _commands(command.get_command(context, sub), f"{prefix}{sub} ")}
 
 
 def test_every_command_is_classed_as_reading_or_writing() -> None:
-    commands = _commands(app)
+    commands = _commands(typer.main.get_command(app))
     classed = READ_COMMANDS.keys() | WRITING_COMMANDS  # run and sweep are both: --dry-run only reads
     assert commands == classed, sorted(commands ^ classed)
 

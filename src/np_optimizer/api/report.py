@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from np_optimizer.config.budgets import Budget
 from np_optimizer.errors import ConfigError, NotFoundError, NpError, UsageError
 from np_optimizer.records import ReportRecord, to_dict
 from np_optimizer.records.sweep import FrontView
@@ -19,6 +19,9 @@ from np_optimizer.report.model import (
 from np_optimizer.report.sortfilter import apply_filter, apply_sort, parse_filter, parse_sort
 from np_optimizer.workspace import resolve_experiment, resolve_project
 from np_optimizer.workspace.store import ExperimentStore
+
+if TYPE_CHECKING:
+    from np_optimizer.config.budgets import Budget
 
 __all__ = ["report", "check_report_budgets", "budgets_to_check", "write_html_report"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from np_optimizer.compile import compile_dir, find_compiled
 from np_optimizer.devices import get_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json
@@ -41,6 +40,8 @@ def _make_folder(target: Path) -> None:
 
 def _lowered_later(store: ExperimentStore, job: JobRecord, device_name: str) -> tuple[Lowering, str]:
     """The lowering of a job np run did not lower: the one np profile made since, if any; and why."""
+    from np_optimizer.compile import compile_dir, find_compiled  # (hashing and the tools' wrappers: when needed)
+
     device = get_device(device_name)
     found = find_compiled(compile_dir(store.job_dir(job.name), device), device,
                           str(job.output.sha256 if job.output else None))
@@ -87,9 +88,11 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
     if level not in EXPORT_LEVELS:
         raise UsageError(f"Unknown export level '{level}'.", hint=f"Levels: {', '.join(EXPORT_LEVELS)}.",
                          code="NP-EXP-400")
+    from np_optimizer.api.experiments import output_checkpoint
+    from np_optimizer.compile import compile_dir, find_compiled
+
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     store = ExperimentStore(exp)
-    from np_optimizer.api.experiments import output_checkpoint
 
     final = output_checkpoint(exp)
     last = next((j for j in store.jobs() if j.checkpoint == final and j.status.done), None)

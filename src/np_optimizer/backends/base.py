@@ -87,8 +87,10 @@ class Backend:
         return found
 
 
-# Unknown names fail with NP-CFG-422 (exit 3), as before the registry was generic.
-BACKENDS: Registry[Backend] = Registry("backend", package="np_optimizer.backends")
+# Unknown names fail with NP-CFG-422 (exit 3), as before the registry was generic. Each backend's module is named
+# after it (ethos-u: ethos_u.py): looking one up (np report's labels) imports that module only, not Ethos-U's tools.
+BACKENDS: Registry[Backend] = Registry("backend", package="np_optimizer.backends",
+                                       module_of=lambda name: name.replace("-", "_"))
 
 
 def register_backend(backend: Backend) -> Backend:

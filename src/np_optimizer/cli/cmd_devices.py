@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -11,6 +11,9 @@ from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import print_json, print_plain, print_table
 from np_optimizer.errors import UsageError
 from np_optimizer.records import DeviceRecord, FarmView, to_dict
+
+if TYPE_CHECKING:
+    from np_optimizer.records import FarmView
 
 app = typer.Typer(help="The device catalogue and what each profiling method gives on it.", no_args_is_help=True)
 

@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
+import click
 import typer
+from typer.core import TyperCommand
 
 from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, PlainOpt, ProjectOpt
 from np_optimizer.cli.render import out, print_json, print_plain, print_table
-from np_optimizer.config.writer import STEP_COMBINATIONS
-from np_optimizer.records import ExperimentRecord, to_dict
+from np_optimizer.records import to_dict
+
+if TYPE_CHECKING:
+    from np_optimizer.records import ExperimentRecord
 
 app = typer.Typer(help="Create and inspect experiments (one run.yaml each).", no_args_is_help=True)
 
 
-@app.command("create", epilog="Example: np experiments create --project sample_cpu --steps go,gq --name int8")
+class _CreateCommand(TyperCommand):
+    """Lists what --steps accepts when the help is shown: the list comes from the step registry, which imports every
+    step's module, so building it when np starts would make every command pay for it."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from np_optimizer.config.writer import STEP_COMBINATIONS
+
+        for param in self.params:
+            if isinstance(param, click.Option) and param.name == "steps":
+                param.help = " | ".join(STEP_COMBINATIONS)
+        super().format_help(ctx, formatter)
+
+
+@app.command("create", cls=_CreateCommand,
+             epilog="Example: np experiments create --project sample_cpu --steps go,gq --name int8")
 def create(
-    steps: Annotated[str, typer.Option("--steps", "-s", help=" | ".join(STEP_COMBINATIONS))],
+    steps: Annotated[str, typer.Option("--steps", "-s", help="Steps, comma separated, in pipeline order.")],
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="Default: the next experiment_NN.")] = None,
     project: ProjectOpt = None,
     json_mode: JsonOpt = False,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from np_optimizer import api
 from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import out, print_json, print_plain, print_table
-from np_optimizer.records import ProjectRecord, to_dict
+from np_optimizer.records import to_dict
+
+if TYPE_CHECKING:
+    from np_optimizer.records import ProjectRecord
 
 app = typer.Typer(help="Create and inspect projects (one model, one target device).", no_args_is_help=True)
 models_app = typer.Typer(help="Built-in models.", no_args_is_help=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -12,8 +12,11 @@ from np_optimizer.cli.live import live_display
 from np_optimizer.cli.options import BudgetOpt, CheckAllOpt, CheckOpt, ExperimentOpt, JsonOpt, JunitOpt, ProjectOpt
 from np_optimizer.cli.render import failures, line, out, print_json
 from np_optimizer.errors import UsageError
-from np_optimizer.records import RunSummary, to_dict
+from np_optimizer.records import to_dict
 from np_optimizer.records.status import JobStatus, RoundStatus, RunStatus
+
+if TYPE_CHECKING:
+    from np_optimizer.records import RunSummary
 
 MethodOpt = Annotated[Optional[str], typer.Option("--profile-method", help="mlia | on-device (default: the device's).",
                                                   case_sensitive=False)]

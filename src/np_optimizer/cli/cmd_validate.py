@@ -11,10 +11,11 @@ from np_optimizer import api
 from np_optimizer.cli.options import ExperimentOpt, JsonOpt, ProjectOpt
 from np_optimizer.cli.render import heading, line, out, print_json, print_table
 from np_optimizer.errors import UsageError
-from np_optimizer.records import ValidationReport, to_dict
+from np_optimizer.records import to_dict
 
 if TYPE_CHECKING:
     from np_optimizer.plan import Plan
+    from np_optimizer.records import ValidationReport
 
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help="run.yaml[,run.detail.yaml] to check instead.")]
 

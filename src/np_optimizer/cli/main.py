@@ -59,12 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run np with `argv` (default sys.argv[1:]) and return the exit code; never raises for user errors."""
     from np_optimizer.cli.app import app
     from np_optimizer.logs import set_debug
-    from np_optimizer.workspace.damaged import reset_warnings
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_mode = "--json" in args
     debug = "--debug" in args or os.environ.get("NP_DEBUG") == "1"
-    reset_warnings()  # each command says each damaged file once
+    damaged = sys.modules.get("np_optimizer.workspace.damaged")
+    if damaged is not None:  # each command says each damaged file once (not imported yet: none said)
+        damaged.reset_warnings()
     set_debug(debug)  # tracebacks of internal errors logged during the command reach the console only with --debug
     warnings_handler = _ConsoleWarnings()
     np_logger = logging.getLogger("np")
@@ -75,9 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         np_logger.removeHandler(warnings_handler)
 
 
-def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> int:
-    from np_optimizer.cli.render import print_error
+def _print_error(error: NpError, *, json_mode: bool) -> None:
+    from np_optimizer.cli.render import print_error  # (rich's console: `np --version` prints without it)
 
+    print_error(error, json_mode=json_mode)
+
+
+def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> int:
     try:
         result = app(args=args, prog_name="np", standalone_mode=False)
         if result == EXIT_INTERRUPTED:  # typer turns Ctrl+C into Exit(130) and returns its code
@@ -86,7 +91,7 @@ def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> 
     except NpError as error:
         if debug:
             traceback.print_exc()
-        print_error(error, json_mode=json_mode)
+        _print_error(error, json_mode=json_mode)
         return error.exit_code
     except click.exceptions.Exit as exc:
         return _interrupted(args) if exc.exit_code == EXIT_INTERRUPTED else int(exc.exit_code)
@@ -94,7 +99,7 @@ def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> 
         return _interrupted(args)
     except click.ClickException as exc:
         if json_mode:
-            print_error(NpError(exc.format_message(), hint="See `np --help`.", code="NP-USE-400"), json_mode=True)
+            _print_error(NpError(exc.format_message(), hint="See `np --help`.", code="NP-USE-400"), json_mode=True)
         else:
             exc.show()
         return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
@@ -105,7 +110,7 @@ def _run(app: typer.Typer, args: list[str], *, json_mode: bool, debug: bool) -> 
             traceback.print_exc()
         internal = NpError(f"Internal error: {type(exc).__name__}: {exc}",
                            hint="Rerun with --debug for the traceback, and report it.", code="NP-GEN-500")
-        print_error(internal, json_mode=json_mode)
+        _print_error(internal, json_mode=json_mode)
         return EXIT_FAILED
 
 

@@ -7,14 +7,15 @@ profiling method which metrics that method gives on it. Adding a device is addin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import Backend, get_backend
 from np_optimizer.errors import NotFoundError, UnsupportedError
 from np_optimizer.metrics import HEADLINE
 from np_optimizer.metrics import MetricType as M
-from np_optimizer.records import DeviceRecord
-from np_optimizer.records.commands import DeviceMethod
+
+if TYPE_CHECKING:
+    from np_optimizer.records import DeviceRecord
 
 __all__ = [
     "MethodSupport",
@@ -68,6 +69,9 @@ class Device:
 
     def record(self) -> DeviceRecord:
         """The row as `np devices ls --json` prints it."""
+        from np_optimizer.records import DeviceRecord
+        from np_optimizer.records.commands import DeviceMethod
+
         return DeviceRecord(
             device=self.name, display_name=self.display_name, runtime=self.runtime, backend=self.backend,
             chipset=self.chipset, architecture=self.architecture, memory=self.memory, mlia_target=self.mlia_target,

@@ -9,53 +9,80 @@
     layers.py      the layer key of every per-layer row
     index.py       report.json as a record, and build_index (pure: the jobs and the experiment's state in)
 
-The package imports nothing of np above its floor (errors), so every layer can use it.
+The package imports nothing of np above its floor (errors), so every layer can use it. Its names are imported on
+first use (PEP 562): `from np_optimizer.records import to_dict` loads the codec alone, so a command loads the record
+modules it reads, not all of them (about 70 ms of imports) at start.
 """
 
-from np_optimizer.records.codec import SCHEMA_VERSION, from_dict, to_dict
-from np_optimizer.records.commands import (
-    DeviceRecord,
-    EvaluationRound,
-    ExperimentRecord,
-    ExportRecord,
-    FarmDevice,
-    FarmPlace,
-    FarmView,
-    JobState,
-    MeasurementState,
-    ModelSpec,
-    ProfileRound,
-    ProjectRecord,
-    RunSummary,
-    StatusRecord,
-    WorkspaceInitResult,
-)
-from np_optimizer.records.layers import LayerKey
-from np_optimizer.records.report import (
-    BudgetOutcome,
-    BudgetVerdict,
-    CompareRecord,
-    ExperimentPage,
-    ExperimentReport,
-    LayersRecord,
-    Pick,
-    PipelineRow,
-    PostHocGroup,
-    ProjectReport,
-    ProjectRow,
-    ReportRecord,
-    SortKey,
-    Table,
-)
-from np_optimizer.records.results import (
-    CheckpointRef,
-    CompileResult,
-    EvaluationResult,
-    JobRecord,
-    MetricValue,
-    ProfileResult,
-)
-from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep, ValidationIssue, ValidationReport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from np_optimizer.records.codec import SCHEMA_VERSION, from_dict, to_dict
+    from np_optimizer.records.commands import (
+        DeviceRecord,
+        EvaluationRound,
+        ExperimentRecord,
+        ExportRecord,
+        FarmDevice,
+        FarmPlace,
+        FarmView,
+        JobState,
+        MeasurementState,
+        ModelSpec,
+        ProfileRound,
+        ProjectRecord,
+        RunSummary,
+        StatusRecord,
+        WorkspaceInitResult,
+    )
+    from np_optimizer.records.layers import LayerKey
+    from np_optimizer.records.report import (
+        BudgetOutcome,
+        BudgetVerdict,
+        CompareRecord,
+        ExperimentPage,
+        ExperimentReport,
+        LayersRecord,
+        Pick,
+        PipelineRow,
+        PostHocGroup,
+        ProjectReport,
+        ProjectRow,
+        ReportRecord,
+        SortKey,
+        Table,
+    )
+    from np_optimizer.records.results import (
+        CheckpointRef,
+        CompileResult,
+        EvaluationResult,
+        JobRecord,
+        MetricValue,
+        ProfileResult,
+    )
+    from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep, ValidationIssue, ValidationReport
+
+# name -> the module of this package that defines it
+_WHERE = {
+    **dict.fromkeys(["SCHEMA_VERSION", "from_dict", "to_dict"], "codec"),
+    **dict.fromkeys([
+        "DeviceRecord", "EvaluationRound", "ExperimentRecord", "ExportRecord", "FarmDevice", "FarmPlace", "FarmView",
+        "JobState", "MeasurementState", "ModelSpec", "ProfileRound", "ProjectRecord", "RunSummary", "StatusRecord",
+        "WorkspaceInitResult"
+    ], "commands"),
+    **dict.fromkeys(["LayerKey"], "layers"),
+    **dict.fromkeys([
+        "BudgetOutcome", "BudgetVerdict", "CompareRecord", "ExperimentPage", "ExperimentReport", "LayersRecord", "Pick",
+        "PipelineRow", "PostHocGroup", "ProjectReport", "ProjectRow", "ReportRecord", "SortKey", "Table"
+    ], "report"),
+    **dict.fromkeys([
+        "CheckpointRef", "CompileResult", "EvaluationResult", "JobRecord", "MetricValue", "ProfileResult"
+    ], "results"),
+    **dict.fromkeys(["Plan", "PlannedProfile", "PlannedStep", "ValidationIssue", "ValidationReport"], "validation"),
+}
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -103,3 +130,16 @@ __all__ = [
     "DeviceRecord",
     "ExperimentPage",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'np_optimizer.records' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"np_optimizer.records.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

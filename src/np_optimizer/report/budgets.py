@@ -10,9 +10,8 @@ never a pass. Reads JSON only (no torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from np_optimizer.config.budgets import Budget
 from np_optimizer.devices import DEVICES
 from np_optimizer.records.report import (
     FAIL,
@@ -25,6 +24,9 @@ from np_optimizer.records.report import (
     PipelineRow,
 )
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
+
+if TYPE_CHECKING:
+    from np_optimizer.config.budgets import Budget
 
 __all__ = ["Pick", "BudgetOutcome", "BudgetVerdict", "pick_value", "check_budgets", "PASS", "FAIL", "NOT_CHECKED"]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from np_optimizer import metrics
-from np_optimizer.config.steps import step_specs
 from np_optimizer.devices import DEVICES
 from np_optimizer.records.report import (
     FINISHED,
@@ -167,6 +166,8 @@ def measured_rounds(report: ExperimentReport) -> list[dict[str, Any]]:
 
 
 def steps_label(step_types: list[str]) -> str:
+    from np_optimizer.config.steps import step_specs  # (reading the step registry imports every step's module)
+
     names = {s.kind: s.abbreviation for s in step_specs()}
     return ",".join(names.get(s, s) for s in step_types)
 
