@@ -122,3 +122,22 @@ def test_a_child_whose_parent_died_before_its_death_signal_was_set_exits(tmp_pat
         assert time.monotonic() < deadline, "the orphaned child is still running"
         time.sleep(0.05)
     assert not (tmp_path / "after").exists()
+
+
+def test_a_ctrl_c_inside_a_deferred_fork_is_raised_once_after_it() -> None:
+    """np sweep forks a trial's process under interrupt_deferred: a Ctrl+C there (where Python would swallow the
+    KeyboardInterrupt in its at-fork handlers) ends the block first, then is raised, once."""
+    from np_optimizer.processes import interrupt_deferred, raise_if_interrupted, sticky_interrupt
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt), sticky_interrupt():
+        with interrupt_deferred():
+            child = subprocess.Popen([sys.executable, "-c", "pass"], preexec_fn=os.getpid)  # a fork with at-fork hooks
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler ran here: nothing raised inside the block
+            child.wait()
+            reached.append("the block ended")
+        reached.append("never: raised at the block's end")
+    assert reached == ["the block ended"]
+    raise_if_interrupted()  # raised already: nothing is left pending
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # np's handler is gone after the block

@@ -40,7 +40,8 @@ from typing import Any, TypeVar
 
 from np_optimizer.errors import TimeLimitError, ToolError
 
-__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage", "dies_with_parent"]
+__all__ = ["start_ticks", "pid_alive", "Watch", "run_watched", "stage", "dies_with_parent", "sticky_interrupt",
+           "interrupt_deferred", "raise_if_interrupted"]
 
 _T = TypeVar("_T")
 
@@ -310,3 +311,62 @@ def dies_with_parent() -> Callable[[], None]:
             os._exit(1)
 
     return in_child
+
+
+# -- Ctrl+C that is not lost --------------------------------------------------------------------------------------
+
+_interrupt_pending = False  # a Ctrl+C arrived under sticky_interrupt and has not been raised yet
+_interrupt_deferred = False  # inside interrupt_deferred: a Ctrl+C waits for the block's end
+
+
+@contextlib.contextmanager
+def sticky_interrupt() -> Any:
+    """Ctrl+C during the block is never lost. Python swallows a KeyboardInterrupt raised inside an at-fork handler
+    (it prints "Exception ignored in ..." and goes on), and a sweep is often starting a trial's process when the user
+    presses Ctrl+C: a fork wrapped in `interrupt_deferred` takes it after the fork, and `raise_if_interrupted` raises
+    one that was swallowed anyway at the next safe point. Nothing changes where SIGINT is ignored (a background job)
+    or off the main thread."""
+    global _interrupt_pending
+    import threading
+
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous == signal.SIG_IGN:
+        yield
+        return
+
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        global _interrupt_pending
+        _interrupt_pending = True
+        if not _interrupt_deferred:
+            raise KeyboardInterrupt
+
+    _interrupt_pending = False
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _interrupt_pending = False
+
+
+@contextlib.contextmanager
+def interrupt_deferred() -> Any:
+    """A Ctrl+C that arrives inside the block (a fork and the bookkeeping of its child) is raised at its end."""
+    global _interrupt_deferred
+    outer = _interrupt_deferred
+    _interrupt_deferred = True
+    try:
+        yield
+    finally:
+        _interrupt_deferred = outer
+    if not outer:
+        raise_if_interrupted()
+
+
+def raise_if_interrupted() -> None:
+    """Raise the KeyboardInterrupt of a Ctrl+C that was deferred or swallowed (see sticky_interrupt); never while an
+    exception is already on its way up (a finally block's clean-up is not cut short)."""
+    global _interrupt_pending
+    if _interrupt_pending and sys.exc_info()[0] is None:
+        _interrupt_pending = False
+        raise KeyboardInterrupt

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import NpError, UsageError
+from np_optimizer.processes import sticky_interrupt
 from np_optimizer.records import ReportRecord
 from np_optimizer.records.sweep import SweepResult
 from np_optimizer.workspace import resolve_project
@@ -60,7 +61,8 @@ def sweep(*, project: str | None = None, file: Path | None = None, dry_run: bool
         slots, why = plan.workers, plan.workers_why
     run = SweepRun(owner, config, path, slots, why, resume=resume, storage=storage)
     try:
-        return SweepResult(plan, run_sweep(run, pool, on_event))
+        with sticky_interrupt():  # a Ctrl+C is never lost, even one that lands while a trial's process is forked
+            return SweepResult(plan, run_sweep(run, pool, on_event))
     except KeyboardInterrupt:  # the pool is closed (the driver's finally); trials.json has every finished trial
         from np_optimizer.workspace.sweep_files import read_sweep_record
 

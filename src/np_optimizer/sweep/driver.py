@@ -25,6 +25,7 @@ from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_text
 from np_optimizer.locks import FileLock
 from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.processes import raise_if_interrupted
 from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import (
     COMPLETE,
@@ -311,6 +312,7 @@ class _Driver:
                     self._start(proposal, retry=proposal.experiment is not None)
                 if self.pool.running() == 0:
                     break
+                raise_if_interrupted()  # a Ctrl+C swallowed while a trial's process was forked ends the sweep now
                 for event in self.pool.poll(1.0):
                     if event.kind == "progress":
                         self.on_event({"kind": "progress", "number": event.number, "text": event.text,

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from np_optimizer.processes import interrupt_deferred
 from np_optimizer.records.sweep import TrialJob, TrialResult
 from np_optimizer.sweep.worker import Worker, read_events, start
 
@@ -74,9 +75,10 @@ class LocalPool:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def submit(self, job: TrialJob) -> None:
-        child = start(self.worker, job, self.threads)
-        self._children[job.number] = child
-        threading.Thread(target=self._read, args=(job, child), daemon=True).start()
+        with interrupt_deferred():  # a Ctrl+C inside the fork would be swallowed: taken once the child is ours
+            child = start(self.worker, job, self.threads)
+            self._children[job.number] = child
+            threading.Thread(target=self._read, args=(job, child), daemon=True).start()
 
     def _read(self, job: TrialJob, child: subprocess.Popen[bytes]) -> None:
         result = read_events(job, child, lambda text: self._events.put(TrialEvent(job.number, "progress", text)))
