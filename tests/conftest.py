@@ -121,9 +121,10 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlpModels]:
 def mlp_pi_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FinishedRun]:
     """One `np run` of the MLP on raspberry_pi_5 with the default run.yaml (GO + GQ W8-A8, the three checkpoints
     estimated by MLIA), in a subprocess like a user's, with an estimate cache of its own. Built once per worker for
-    every module that needs this finished experiment (test_pipeline, test_profiler, test_report): tests only read it,
-    and a test or module fixture that changes it takes a copy (helpers.copy_workspace, with `cache`). Teardown checks
-    that nobody changed it."""
+    every module that needs this finished experiment (test_pipeline, test_profiler, test_report, test_read_only,
+    test_store): tests only read it, and a test or module fixture that changes it takes a copy
+    (helpers.copy_workspace, with `cache` where it wants the run's estimates). Teardown checks that nobody changed
+    it."""
     from np_optimizer import api
 
     base = tmp_path_factory.mktemp("mlp-pi-run")
