@@ -1,17 +1,27 @@
 """Shared fixtures (fixtures only: the helpers they and the tests use are in tests/helpers.py): `run_np`, which drives
 the real entry point in-process, fresh workspaces, an estimate cache per test (and per module for module fixtures),
-and the MLP compiled for the measuring tests."""
+the MLP compiled for the measuring tests, and the MLP's default np run that several modules read or copy."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from np_optimizer.cli.main import main
-from tests.helpers import MlpModels, NpResult, assert_unchanged, mlp_models, tree_digest
+from tests.helpers import (
+    FinishedRun,
+    MlpModels,
+    NpResult,
+    assert_unchanged,
+    make_project,
+    mlp_models,
+    tree_digest,
+)
 
 # The longest test files, first: `make test` spreads files over two workers in collection order, so a long file
 # collected last would leave one core idle at the end.
@@ -105,3 +115,26 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlpModels]:
     before = tree_digest(shared.program.parent)
     yield shared
     assert_unchanged(shared.program.parent, before)
+
+
+@pytest.fixture(scope="session")
+def mlp_pi_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FinishedRun]:
+    """One `np run` of the MLP on raspberry_pi_5 with the default run.yaml (GO + GQ W8-A8, the three checkpoints
+    estimated by MLIA), in a subprocess like a user's, with an estimate cache of its own. Built once per worker for
+    every module that needs this finished experiment (test_pipeline, test_profiler, test_report, test_read_only,
+    test_store): tests only read it, and a test or module fixture that changes it takes a copy
+    (helpers.copy_workspace, with `cache` where it wants the run's estimates). Teardown checks that nobody changed
+    it."""
+    from np_optimizer import api
+
+    base = tmp_path_factory.mktemp("mlp-pi-run")
+    root, cache = base / "ws", base / "np-cache"
+    api.workspace_init(root)
+    exp = make_project(root, "mlp_pi")
+    env = {**os.environ, "NP_CACHE_DIR": str(cache), "NP_QUEUE_DIR": str(cache / "queue")}
+    proc = subprocess.run([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    before = tree_digest(root)
+    yield FinishedRun(exp, cache, proc)
+    assert_unchanged(root, before)

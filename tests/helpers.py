@@ -67,6 +67,14 @@ def make_project(workspace: Path, name: str, *, model: str = "mlp", device: str 
     return exp
 
 
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished experiment shared by several tests (conftest's session fixtures): never changed, only copied."""
+    experiment: Path
+    cache: Path  # the estimate cache ($NP_CACHE_DIR) its run filled
+    proc: subprocess.CompletedProcess[str]  # the `np run` that made it: exit code, console output
+
+
 def copy_workspace(experiment: Path, dest: Path, *, cache: Path | None = None) -> Path:
     """A private copy of the workspace holding `experiment` (a module fixture's finished run), for a test that
     changes it; returns the experiment in the copy. With `cache` (the fixture module's cache), $NP_CACHE_DIR's

@@ -9,40 +9,29 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from np_optimizer.errors import EXIT_FAILED
-from tests.helpers import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
+from tests.helpers import FinishedRun, copy_workspace, make_project, run_np_subprocess
 
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERROR|DEBUG|DONE )\] \[\w+\] ")
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[tuple[Path, subprocess.CompletedProcess[str]]]:
-    """One np run of the MLP on raspberry_pi_5 (GO + GQ W8-A8), in a subprocess like a user's. Tests only read it; a
-    test that changes the experiment takes `own_run`, a copy."""
-    from np_optimizer import api
-
-    root = tmp_path_factory.mktemp("pipeline") / "ws"
-    api.workspace_init(root)
-    exp = make_project(root, "mlp_pi")
-    proc = subprocess.run([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    before = tree_digest(root)
-    yield exp, proc
-    assert_unchanged(root, before)
+def finished_run(mlp_pi_run: FinishedRun) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One np run of the MLP on raspberry_pi_5 (GO + GQ W8-A8), in a subprocess like a user's (conftest's
+    `mlp_pi_run`, shared with other modules). Tests only read it; a test that changes the experiment takes `own_run`,
+    a copy."""
+    return mlp_pi_run.experiment, mlp_pi_run.proc
 
 
 @pytest.fixture
-def own_run(finished_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path, module_cache: Path) -> Path:
+def own_run(mlp_pi_run: FinishedRun, tmp_path: Path) -> Path:
     """A copy of the finished run's workspace, and of its estimate cache as this test's own, for a test that changes
     them."""
-    return copy_workspace(finished_run[0], tmp_path, cache=module_cache)
+    return copy_workspace(mlp_pi_run.experiment, tmp_path, cache=mlp_pi_run.cache)
 
 
 @pytest.mark.np_run

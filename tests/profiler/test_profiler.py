@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from np_optimizer.errors import EXIT_FAILED, EXIT_USAGE
-from tests.helpers import assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
+from tests.helpers import FinishedRun, assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
 GO_GQ = 'version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\n'
 
@@ -163,9 +163,8 @@ def test_profile_n_options_reach_the_nth_checkpoint_in_the_plan(workspace: Path,
 
 
 @pytest.mark.np_run
-def test_concurrent_np_profile_loses_no_round(workspace: Path) -> None:
-    exp = make_project(workspace, "concurrent")
-    assert run_np_subprocess("run", cwd=exp).exit_code == 0
+def test_concurrent_np_profile_loses_no_round(mlp_pi_run: FinishedRun, tmp_path: Path) -> None:
+    exp = copy_workspace(mlp_pi_run.experiment, tmp_path, cache=mlp_pi_run.cache)  # np run's finished experiment
     procs = [subprocess.Popen([sys.executable, "-m", "np_optimizer", "profile", "--force", "--json"], cwd=exp,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=600) for p in procs]
@@ -176,9 +175,8 @@ def test_concurrent_np_profile_loses_no_round(workspace: Path) -> None:
 
 
 @pytest.mark.np_run
-def test_missing_or_corrupt_checkpoint_is_a_clear_error(workspace: Path, run_np) -> None:
-    exp = make_project(workspace, "damaged")
-    assert run_np("run", cwd=exp).exit_code == 0
+def test_missing_or_corrupt_checkpoint_is_a_clear_error(mlp_pi_run: FinishedRun, tmp_path: Path, run_np) -> None:
+    exp = copy_workspace(mlp_pi_run.experiment, tmp_path, cache=mlp_pi_run.cache)  # np run's finished experiment
     before = _report(exp)
     checkpoint = exp / "02_graph_quantize" / "artifacts" / "model.pt2"
     checkpoint.write_bytes(checkpoint.read_bytes()[:100])  # truncated
@@ -196,9 +194,8 @@ def test_missing_or_corrupt_checkpoint_is_a_clear_error(workspace: Path, run_np)
 
 
 @pytest.mark.np_run
-def test_profile_ids_and_options_are_checked(workspace: Path, run_np) -> None:
-    exp = make_project(workspace, "ids")
-    assert run_np("run", cwd=exp).exit_code == 0
+def test_profile_ids_and_options_are_checked(mlp_pi_run: FinishedRun, tmp_path: Path, run_np) -> None:
+    exp = copy_workspace(mlp_pi_run.experiment, tmp_path, cache=mlp_pi_run.cache)  # np run's finished experiment
     assert run_np("profile", "NOPE", cwd=exp).exit_code == 3
     by_job = run_np("profile", "01_graph_optimize", "--json", cwd=exp)
     assert by_job.exit_code == 0 and by_job.json["results"][0]["checkpoint"] == "GRAPH_OPTIMIZE"

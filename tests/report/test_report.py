@@ -12,7 +12,7 @@ import pytest
 from np_optimizer.errors import EXIT_USAGE, UsageError
 from np_optimizer.formats import humanize_count
 from np_optimizer.report.sortfilter import apply_filter, apply_sort, parse_filter, parse_sort
-from tests.helpers import make_project
+from tests.helpers import FinishedRun, copy_workspace, make_project
 
 
 def test_humanized_counts() -> None:
@@ -45,13 +45,11 @@ def test_filter_grammar_and_missing_values() -> None:
 
 
 @pytest.fixture(scope="module")
-def reported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def reported(tmp_path_factory: pytest.TempPathFactory, mlp_pi_run: FinishedRun) -> Path:
+    """A copy of conftest's finished MLP run (raspberry_pi_5, default run.yaml), with a post-hoc alif_e8 round."""
     from np_optimizer import api
 
-    root = tmp_path_factory.mktemp("report") / "ws"
-    api.workspace_init(root)
-    exp = make_project(root, "mlp_report")
-    assert api.run(experiment=str(exp)).status == "success"
+    exp = copy_workspace(mlp_pi_run.experiment, tmp_path_factory.mktemp("report"), cache=mlp_pi_run.cache)
     api.profile(["graph_optimize"], experiment=str(exp), device="alif_e8")  # float: MLIA quantizes it
     return exp
 
@@ -121,9 +119,9 @@ def test_sort_and_filter_apply_to_the_pipeline(reported: Path, run_np) -> None:
 @pytest.mark.np_run
 def test_project_report(reported: Path, run_np) -> None:
     result = run_np("report", cwd=reported.parent)
-    assert result.exit_code == 0 and "Project: mlp_report" in result.stdout
+    assert result.exit_code == 0 and "Project: mlp_pi" in result.stdout
     data = run_np("report", "--json", cwd=reported.parent).json
-    assert data["project"]["name"] == "mlp_report"
+    assert data["project"]["name"] == "mlp_pi"
     assert data["experiments"][0]["name"] == "experiment_01" and data["experiments"][0]["status"] == "success"
 
 

@@ -15,27 +15,24 @@ import pytest
 import typer.main
 
 from np_optimizer.cli.app import app
-from tests.helpers import copy_workspace, make_project, run_np_subprocess, tree_digest
+from tests.helpers import FinishedRun, copy_workspace, run_np_subprocess, tree_digest
 
 pytestmark = pytest.mark.np_run  # the module fixture runs np run
-
-_RUN_YAML = 'version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\nprofile:\n' \
-            '- INPUT_MODEL\n- GRAPH_QUANTIZE\n'
 
 # Every command of `np --help`, as a read command (argv run from the experiment folder; {out} is a folder outside
 # the workspace for the files a read command is asked to write) or a writing one. A new command must be put in one.
 READ_COMMANDS: dict[str, list[list[str]]] = {
     "validate": [["validate"]],
     "report": [["report"], ["report", "--json"], ["report", "--plain"], ["report", "--layers", "GRAPH_QUANTIZE"],
-               ["report", "-p", "readonly"], ["report", "--sort", "latency"], ["report", "--html", "{out}/r.html"],
+               ["report", "-p", "mlp_pi"], ["report", "--sort", "latency"], ["report", "--html", "{out}/r.html"],
                ["report", "--check", "--budget", "latency_ms=1000", "--junit", "{out}/b.xml"]],
     "status": [["status"], ["status", "--logs", "--json"]],
     "compare": [["compare", "INPUT_MODEL", "GRAPH_QUANTIZE"], ["compare", "--json"]],
-    "projects ls": [["projects", "ls"]], "projects info": [["projects", "info", "readonly"]],
+    "projects ls": [["projects", "ls"]], "projects info": [["projects", "info", "mlp_pi"]],
     "models ls": [["models", "ls"]],
-    "experiments ls": [["experiments", "ls", "-p", "readonly"]], "experiments info": [["experiments", "info", "experiment_01",
-                                                                                "-p", "readonly"]],
-    "devices ls": [["devices", "ls"]], "cache ls": [["cache", "ls"]], "datasets info": [["datasets", "info", "-p", "readonly"]],
+    "experiments ls": [["experiments", "ls", "-p", "mlp_pi"]], "experiments info": [["experiments", "info", "experiment_01",
+                                                                                "-p", "mlp_pi"]],
+    "devices ls": [["devices", "ls"]], "cache ls": [["cache", "ls"]], "datasets info": [["datasets", "info", "-p", "mlp_pi"]],
     "run": [["run", "--dry-run"]], "sweep": [["sweep", "--dry-run"]],
 }
 WRITING_COMMANDS = {"workspace init", "projects create", "experiments create", "experiments detail", "run", "sweep",
@@ -58,18 +55,13 @@ def test_every_command_is_classed_as_reading_or_writing() -> None:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One finished experiment (mlp, GO + GQ W8-A8, estimates on raspberry_pi_5) with a sweep.yaml; tests copy it."""
-    from np_optimizer import api
-
-    root = tmp_path_factory.mktemp("read-only")
-    api.workspace_init(root / "ws")
-    exp = make_project(root / "ws", "readonly", run_yaml=_RUN_YAML)
+def finished(tmp_path_factory: pytest.TempPathFactory, mlp_pi_run: FinishedRun) -> Path:
+    """One finished experiment (mlp, GO + GQ W8-A8, estimates on raspberry_pi_5: a copy of conftest's `mlp_pi_run`,
+    without its estimate cache) with a sweep.yaml; tests copy it."""
+    exp = copy_workspace(mlp_pi_run.experiment, tmp_path_factory.mktemp("read-only"))
     (exp.parent / "sweep.yaml").write_text('version: "1.0"\nbase: experiment_01\nspace:\n'
                                            "  graph_quantize.scheme: [W8-A8, W8-A8_dynamic]\n"
                                            "objectives: [{pte_size: min}, {snr: max}]\n")
-    result = run_np_subprocess("run", cwd=exp, env={"NP_CACHE_DIR": str(root / "cache")})
-    assert result.exit_code == 0, result.stderr
     return exp
 
 

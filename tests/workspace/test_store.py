@@ -14,24 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_project, run_np_subprocess
+from tests.helpers import FinishedRun, run_np_subprocess
 
-pytestmark = pytest.mark.np_run  # every test here runs np run, itself or through a module fixture
-
-_GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\nprofile:\n- INPUT_MODEL\n- GRAPH_OPTIMIZE\n'
-
+pytestmark = pytest.mark.np_run  # every test here reads or copies a finished np run (conftest's mlp_pi_run)
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One finished experiment (mlp, graph_optimize, static estimates on raspberry_pi_5); tests copy it."""
-    from np_optimizer import api
-
-    root = tmp_path_factory.mktemp("store")
-    api.workspace_init(root / "ws")
-    exp = make_project(root / "ws", "store", run_yaml=_GO_ONLY)
-    result = run_np_subprocess("run", cwd=exp, env={"NP_CACHE_DIR": str(root / "cache")})
-    assert result.exit_code == 0, result.stderr
-    return exp
+def finished(mlp_pi_run: FinishedRun) -> Path:
+    """One finished experiment (mlp, GO + GQ W8-A8, static estimates on raspberry_pi_5: conftest's `mlp_pi_run`,
+    shared with other modules); tests only read it or copy it."""
+    return mlp_pi_run.experiment
 
 
 @pytest.fixture
@@ -93,7 +84,8 @@ def test_corrupt_job_is_read_from_its_copy_then_set_aside_and_restored_by_a_writ
     assert len(kept) == 1 and kept[0].read_text() == "{not json"
     assert path.read_bytes() == intact
     report = json.loads((experiment / "report.json").read_text())
-    assert [s["job"] for s in report["pipeline"]["steps"]] == ["01_graph_optimize"]  # never dropped from the index
+    steps = [s["job"] for s in report["pipeline"]["steps"]]
+    assert steps == ["01_graph_optimize", "02_graph_quantize"]  # never dropped from the index
 
 
 def test_every_file_of_a_run_is_written_whole_with_the_users_umask(finished: Path) -> None:
