@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
 from np_optimizer.records.commands import RunSummary
+from np_optimizer.records.index import ExperimentPart
 from np_optimizer.records.status import BudgetStatus, JobStatus
 from np_optimizer.records.sweep import FrontView
 
@@ -54,7 +55,7 @@ class PostHocGroup:
 
 @dataclass
 class ExperimentReport:
-    experiment: dict[str, Any]
+    experiment: ExperimentPart
     rows: list[PipelineRow]
     post_hoc: list[PostHocGroup]
     post_hoc_all: list[dict[str, Any]]  # every round, time order (for --json)

@@ -48,7 +48,7 @@ def _metric(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
 def _rounds(report: ExperimentReport, row: PipelineRow) -> list[dict[str, Any]]:
     """Successful rounds of the row's checkpoint on the project's device: inline first, then post hoc newest first
     (post-hoc groups already leave out rounds of an older version of the checkpoint)."""
-    device = report.experiment.get("device")
+    device = report.experiment.device
     rounds = [row.profile] if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else []
     for group in report.post_hoc:
         if group.target == row.checkpoint.lower():
@@ -74,7 +74,7 @@ def _profiled_pick(report: ExperimentReport, row: PipelineRow, metric_type: str)
 
 
 def _why_missing(report: ExperimentReport, row: PipelineRow, metric_type: str) -> str:
-    device_name = str(report.experiment.get("device", ""))
+    device_name = str(report.experiment.device or "")
     if not row.finished:
         return f"{row.model} is not finished"
     if row.status == JobStatus.FAILED:
@@ -121,7 +121,7 @@ def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> 
         lowering = row.lowering or {}
         if metric is not None and metric.get("value") and lowering.get("status") != CompileStatus.UNSUPPORTED:
             return Pick(float(metric["value"]), "static",
-                        f"bytes of the .pte compiled for {report.experiment.get('device')}")
+                        f"bytes of the .pte compiled for {report.experiment.device}")
         return Pick(None, reason=lowering.get("reason") or f"{row.model} has no compiled .pte")
     return Pick(None, reason=f"unknown metric {metric_type}")
 

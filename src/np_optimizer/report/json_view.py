@@ -67,12 +67,12 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
     rows = report.rows
     input_row = next((r for r in rows if r.checkpoint == "INPUT_MODEL"), None)
     return {
-        "experiment": {"ref_id": experiment.get("name"), "name": experiment.get("name"),
-                       "status": experiment.get("status"),
-                       "device_backend": f"{experiment.get('device')} / {experiment.get('runtime')} / "
-                                         f"{experiment.get('backend')}",
-                       "device": experiment.get("device"), "runtime": experiment.get("runtime"),
-                       "backend": experiment.get("backend")},
+        "experiment": {"ref_id": experiment.name, "name": experiment.name,
+                       "status": experiment.status,
+                       "device_backend": f"{experiment.device} / {experiment.runtime} / "
+                                         f"{experiment.backend}",
+                       "device": experiment.device, "runtime": experiment.runtime,
+                       "backend": experiment.backend},
         "pipeline": {"input_model": _entry(input_row) if input_row else None,
                      "steps": [_entry(r) for r in rows if r.checkpoint != "INPUT_MODEL"],
                      "profiling_enabled": report.profiling_enabled, "method": report.method},

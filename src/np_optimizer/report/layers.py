@@ -25,7 +25,7 @@ __all__ = ["layers_record", "checkpoint_layers", "compare_record"]
 def _rows(exp: Experiment) -> list[PipelineRow]:
     """The pipeline rows, each with the newest successful round of its checkpoint that has per-layer data (np run's
     own, or a later np profile of the same checkpoint version) as its profile."""
-    built = build_experiment_report(ExperimentStore(exp).read_report())
+    built = build_experiment_report(ExperimentStore(exp).read_index())
     for row in built.rows:
         sha = (row.profile or {}).get("checkpoint_sha256")
         rounds = [r for r in [row.profile or {}, *built.post_hoc_all] if r.get("checkpoint") == row.checkpoint

@@ -114,7 +114,7 @@ def _expected(report: ExperimentReport) -> set[str]:
     """Metrics the experiment's profiling combination gives (so a running experiment already shows their columns),
     plus SNR when there are steps to compare with INPUT_MODEL."""
     expected = {"SNR"} if any(r.checkpoint != "INPUT_MODEL" for r in report.rows) else set()
-    device = _BY_NAME.get(report.experiment.get("device", ""))
+    device = _BY_NAME.get(report.experiment.device or "")
     support = device.method(report.method) if device is not None and report.method else None
     if report.profiling_enabled and support is not None:
         expected |= {str(m) for m in support.metrics}
@@ -127,10 +127,10 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     Long because: the columns, cells, --plain values, caption and footnotes of one table are decided together.
     """
     experiment = report.experiment
-    device_name = experiment.get("device", "")
+    device_name = experiment.device or ""
     shown = [c for c in _COLUMNS if c[1] in _expected(report) or any(r.value(c[1]) is not None for r in report.rows)]
     lowered = any(r.value("PTE_SIZE") for r in report.rows)
-    backend = BACKENDS.find(str(experiment.get("backend")))
+    backend = BACKENDS.find(str(experiment.backend))
     delegated_column = backend.delegated_column if backend is not None else None
     methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows
                if r.profile and r.profile.get("status") == RoundStatus.SUCCESS}
@@ -200,15 +200,15 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
             plain_line.append(profile.get("method", ""))
         cells.append(line)
         plain.append(plain_line)
-    title = f"Experiment: {experiment.get('name', '')}"
+    title = f"Experiment: {experiment.name}"
     if sort:
         title += " (sorted by " + ", ".join(f"{k.token.capitalize()} {'DESC' if k.descending else 'ASC'}"
                                             for k in sort) + ")"
     caption = ""
     if len(methods) == 1:
         method, kind = next(iter(methods))
-        caption = f"Profiled with {method} ({kind}) for {device_name} / {experiment.get('runtime')} / " \
-                  f"{experiment.get('backend')}."
+        caption = f"Profiled with {method} ({kind}) for {device_name} / {experiment.runtime} / " \
+                  f"{experiment.backend}."
     footnotes = [FOOTNOTES[m] for m in (NOT_FINISHED, NO_VALUE) if m in used]
     if NOT_GIVEN in used:
         footnotes.append(f"n/a not given by this method on {device_name}; see the warning below")

@@ -37,7 +37,7 @@ def _measured(rounds: list[dict[str, Any]], checkpoint: str, sha: str | None, de
 def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None = None) -> TrialValues:
     """The values of `metrics` for the experiment's last checkpoint (the trial's output); with `measure_on`, the
     metrics its newest measured round on that device gives come from that round."""
-    built = build_experiment_report(ExperimentStore(exp).read_report())
+    built = build_experiment_report(ExperimentStore(exp).read_index())
     row = built.rows[-1]
     values: dict[str, float | None] = {}
     whys: dict[str, str] = {}

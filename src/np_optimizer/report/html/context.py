@@ -156,7 +156,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
             "estimated", "measured") else "")
         bars.append(Bar(checkpoint, key, shown, stored, text))
 
-    device = str(report.experiment.get("device", ""))
+    device = str(report.experiment.device or "")
     for row in report.rows:
         name = row.checkpoint.lower()
         metric = row.metrics.get(metric_type)
@@ -283,9 +283,9 @@ def experiment_view(page: ExperimentPage, prefix: str = "e1") -> ExperimentView:
     scatter, scatter_caption = tradeoff_scatter(report, prefix)
     boxes, box_notes = measured_spread(page, prefix)
     return ExperimentView(
-        name=page.name, status=str(experiment.get("status", "")),
-        device=str(experiment.get("device", "")), runtime=str(experiment.get("runtime", "")),
-        backend=str(experiment.get("backend", "")), versions=_versions(report), columns=columns, rows=rows,
+        name=page.name, status=str(experiment.status),
+        device=str(experiment.device or ""), runtime=str(experiment.runtime or ""),
+        backend=str(experiment.backend or ""), versions=_versions(report), columns=columns, rows=rows,
         charts=_charts(report, budgets, prefix), scatter=scatter, scatter_caption=scatter_caption, boxes=boxes,
         box_notes=box_notes, post_hoc=post_hoc_tables(report.post_hoc), warnings=warnings,
         notices=list(report.notices), glossary=_glossary(report, columns), budgets=shown_verdict,

@@ -37,7 +37,7 @@ def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> t
 
 def tradeoff_scatter(report: ExperimentReport, prefix: str = "e1") -> tuple[Markup | None, str]:
     steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
-    device = str(report.experiment.get("device"))
+    device = str(report.experiment.device)
     other, elsewhere = _measured_elsewhere(report, steps)
     candidates = [("LATENCY", "Latency (ms)", {r.checkpoint: pick_value(report, r, "LATENCY") for r in steps}, ""),
                   ("LATENCY", f"Latency on {other} (ms, measured)", elsewhere,
