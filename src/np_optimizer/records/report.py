@@ -11,6 +11,7 @@ from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION
 from np_optimizer.records.commands import RunSummary
 from np_optimizer.records.index import ExperimentPart
+from np_optimizer.records.parts import CompileSummary, Fidelity
 from np_optimizer.records.status import BudgetStatus, JobStatus
 from np_optimizer.records.sweep import FrontView
 
@@ -31,8 +32,8 @@ class PipelineRow:
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: dict[str, Any] | None = None  # the inline profile result
     listed: bool = False  # in run.yaml's profile list
-    lowering: dict[str, Any] | None = None
-    fidelity: dict[str, Any] | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
+    lowering: CompileSummary | None = None  # the index's INDEX_KEYS (None: not lowered)
+    fidelity: Fidelity | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
 
     @property
     def finished(self) -> bool:

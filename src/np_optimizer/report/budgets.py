@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.devices import DEVICES
+from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.report import (
     FAIL,
     NOT_CHECKED,
@@ -118,11 +119,11 @@ def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> 
         return Pick(None, reason=f"{row.model} has no {metric_type.split('_')[0].title()} accuracy: attach a labelled "
                     "dataset (np datasets add) and list the checkpoint under evaluate: (or run np evaluate)")
     if metric_type == "PTE_SIZE":
-        lowering = row.lowering or {}
-        if metric is not None and metric.get("value") and lowering.get("status") != CompileStatus.UNSUPPORTED:
+        lowering = row.lowering or NO_COMPILE
+        if metric is not None and metric.get("value") and lowering.status != CompileStatus.UNSUPPORTED:
             return Pick(float(metric["value"]), "static",
                         f"bytes of the .pte compiled for {report.experiment.device}")
-        return Pick(None, reason=lowering.get("reason") or f"{row.model} has no compiled .pte")
+        return Pick(None, reason=lowering.reason or f"{row.model} has no compiled .pte")
     return Pick(None, reason=f"unknown metric {metric_type}")
 
 

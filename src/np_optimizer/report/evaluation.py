@@ -115,7 +115,7 @@ def best_row(rows: list[PipelineRow]) -> PipelineRow | None:
     SNR (missing values last, ties keep order); else the last finished one. A checkpoint the device cannot run (its
     lowering unsupported or failed: a float checkpoint on an Ethos-U NPU) is no candidate, whatever its estimate."""
     finished = [r for r in rows if r.status in (JobStatus.SUCCESS, JobStatus.REUSED) and r.checkpoint != "INPUT_MODEL"
-                and (r.lowering or {}).get("status", CompileStatus.OK) == CompileStatus.OK]
+                and (r.lowering is None or r.lowering.status == CompileStatus.OK)]
     scored = [r for r in finished if any(r.value(m) is not None for m in ("LATENCY", "TOP1_ACCURACY", "SNR"))]
     if not scored:
         return finished[-1] if finished else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from np_optimizer.records.codec import to_dict
+from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.status import CompileStatus
 from np_optimizer.report.model import ExperimentReport, PipelineRow, ProjectReport
 
@@ -26,14 +27,14 @@ def _metrics(row: PipelineRow) -> list[dict[str, Any]]:
 
 
 def _entry(row: PipelineRow) -> dict[str, Any]:
-    lowering = row.lowering or {}
+    lowering = row.lowering or NO_COMPILE
     profile = row.profile or {}
     return {
         "name": row.model, "step_type": None if row.checkpoint == "INPUT_MODEL" else row.step_type,
         "checkpoint": row.checkpoint, "status": row.status, "model_ref_id": row.model, "components": None,
-        "lowering_failed": lowering.get("status") == CompileStatus.FAILED,
-        "lowering_unsupported": lowering.get("status") == CompileStatus.UNSUPPORTED,
-        "lowering_reason": lowering.get("reason"),
+        "lowering_failed": lowering.status == CompileStatus.FAILED,
+        "lowering_unsupported": lowering.status == CompileStatus.UNSUPPORTED,
+        "lowering_reason": lowering.reason,
         "metrics": _metrics(row),
         "profile": None if not profile else {
             "measurement_ref_id": profile.get("measurement_id"), "status": profile.get("status"),

@@ -13,6 +13,7 @@ from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
+from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.report import CompareRecord, LayersRecord
 from np_optimizer.records.status import RoundStatus
 from np_optimizer.report.model import PipelineRow, build_experiment_report
@@ -99,7 +100,7 @@ def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
         graph = None
     if not isinstance(graph, dict) or not graph.get("ops"):
         return None
-    backend = str((row.lowering or {}).get("device") or "the device")
+    backend = str((row.lowering or NO_COMPILE).device or "the device")
     rows = [{k: op.get(k) for k in ("key", "module", "class", "family", "op_family", "overhead")}
             | {"raw_id": op.get("id"), "graph_macs": op.get("macs"),
                "placement": "delegated" if op.get("delegated") else "CPU"}
@@ -149,7 +150,7 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
     about = None
     if numerics is not None:
         about = {k: numerics.get(k) for k in ("vs", "unit", "inputs", "source", "evaluated_on")} | {
-            "file": ((row.fidelity or {}).get("layers") or {}).get("file")}
+            "file": row.fidelity.layers.file if row.fidelity is not None and row.fidelity.layers is not None else None}
     elif row.checkpoint == "INPUT_MODEL":
         about = {"vs": None, "unit": "dB", "reference": True,
                  "evaluated_on": "INPUT_MODEL is the reference every other checkpoint's per-layer SNR is measured "
@@ -179,7 +180,7 @@ def _snr_fields(row: dict[str, Any] | None) -> dict[str, Any]:
 def _graph_path(exp: Experiment, row: PipelineRow) -> Path | None:
     folder = ((row.profile or {}).get("compile") or {}).get("folder")
     path = exp.root / folder / GRAPH_FILE if folder else None
-    device = (row.lowering or {}).get("device")
+    device = (row.lowering or NO_COMPILE).device
     if (path is None or not path.is_file()) and device:  # the compile np run made for the experiment's device
         path = next((p / "artifacts" / f"compiled_{device}" / GRAPH_FILE for p in sorted(exp.root.iterdir())
                      if p.is_dir() and p.name.endswith("_" + row.checkpoint.lower())), None)
@@ -259,7 +260,7 @@ def compare_record(exp: Experiment, checkpoints: list[str], others: list[Experim
             warnings.append(f"{owner.name}/{row.checkpoint}: {unreadable}")
         reference = row.checkpoint == "INPUT_MODEL"
         columns.append({"label": label, "experiment": owner.name, "checkpoint": row.checkpoint,
-                        "device": (row.profile or {}).get("device") or (row.lowering or {}).get("device"),
+                        "device": (row.profile or {}).get("device") or (row.lowering or NO_COMPILE).device,
                         "method": (row.profile or {}).get("method"),
                         "result_kind": (row.profile or {}).get("result_kind"), "totals": _totals(row),
                         "layers": document, "placement": _placement(owner, row),

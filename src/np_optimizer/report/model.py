@@ -40,8 +40,8 @@ def _row(entry: PipelineEntry, result: ProfileResult | None, listed: set[str]) -
     row = PipelineRow(model="input_model" if entry.step_type == "input_model" else entry.job,
                       checkpoint=checkpoint, step_type=entry.step_type, status=entry.status,
                       profile=None if result is None else to_dict(result), listed=checkpoint in listed,
-                      lowering=None if entry.lowering is None else to_dict(entry.lowering),
-                      fidelity=to_dict(entry.fidelity))
+                      lowering=entry.lowering,
+                      fidelity=entry.fidelity)
     if result is not None and result.status == RoundStatus.SUCCESS:
         for metric in result.metrics:
             row.metrics[metric.metric_type] = {**to_dict(metric), "method": result.method,

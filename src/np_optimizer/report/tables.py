@@ -11,6 +11,7 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.metrics import HEADLINE
+from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
 from np_optimizer.report.sortfilter import SortKey
 
@@ -176,7 +177,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
             plain_line.append(_plain_value(metric, metric_type))
         if lowered:
             size = row.value("PTE_SIZE")
-            unsupported = (row.lowering or {}).get("status") == CompileStatus.UNSUPPORTED
+            unsupported = (row.lowering or NO_COMPILE).status == CompileStatus.UNSUPPORTED
             if size and not unsupported:
                 change = f" ({(size - input_pte) / input_pte:+.0%})" if input_pte and not is_input else ""
                 line.append(f"{mib(size):.3f}{change}")
@@ -213,8 +214,8 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     if NOT_GIVEN in used:
         footnotes.append(f"n/a not given by this method on {device_name}; see the warning below")
     if "lowering" in used:
-        reasons = sorted({(r.lowering or {}).get("reason") or "" for r in rows
-                          if (r.lowering or {}).get("status") == CompileStatus.UNSUPPORTED})
+        reasons = sorted({(r.lowering or NO_COMPILE).reason or "" for r in rows
+                          if (r.lowering or NO_COMPILE).status == CompileStatus.UNSUPPORTED})
         footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
     if any(m.get("coverage") for r in rows for m in r.metrics.values()):
         footnotes.append(f"{PARTIAL_MARK} partial total: it covers the ops on the NPU only, the rest of the model "

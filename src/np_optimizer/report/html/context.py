@@ -13,6 +13,7 @@ from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.formats import fmt_metric, is_finite
 from np_optimizer.metrics import SHOWN
 from np_optimizer.records import ExperimentPage
+from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.report import FAIL, NOT_CHECKED, PASS, Table
 from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.report.budgets import BudgetVerdict
@@ -99,9 +100,9 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
         return Cell(text, metric_type)
     if metric.get("identical"):
         return Cell("identical", metric_type, None, identical=True, title=str(metric.get("source") or ""))
-    lowering = row.lowering or {}
-    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.get("status") == CompileStatus.UNSUPPORTED:
-        return Cell("n/a", metric_type, title=str(lowering.get("reason") or "lowering unsupported on this device"))
+    lowering = row.lowering or NO_COMPILE
+    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.status == CompileStatus.UNSUPPORTED:
+        return Cell("n/a", metric_type, title=str(lowering.reason or "lowering unsupported on this device"))
     value = metric.get("value")
     if not is_finite(value):
         return Cell("-", metric_type)
@@ -175,7 +176,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
                 key, label, kind = _series_key(result, "POSTHOC", found)
                 add(key, label, kind, name, float(found["value"]))
         elif metric_type == "PTE_SIZE":
-            if metric is not None and is_finite(metric.get("value")) and (row.lowering or {}).get("status") != \
+            if metric is not None and is_finite(metric.get("value")) and (row.lowering or NO_COMPILE).status != \
                     "unsupported":
                 add("static|pte", f"static: .pte compiled for {device}", "static", name, float(metric["value"]))
         elif metric_type == "SNR" and metric is not None:
