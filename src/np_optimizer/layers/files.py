@@ -17,6 +17,7 @@ from typing import Any
 from np_optimizer.errors import NotFoundError
 from np_optimizer.files import CorruptFileError, read_json, write_text
 from np_optimizer.records.parts import Fidelity
+from np_optimizer.records.results import ProfileResult
 
 __all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "write_layers", "layers_path", "read_numerics"]
 
@@ -66,9 +67,9 @@ def aggregate(rows: Iterable[dict[str, Any]], cost_field: str) -> list[dict[str,
     return out
 
 
-def layers_path(experiment: Path, result: dict[str, Any]) -> Path | None:
+def layers_path(experiment: Path, result: ProfileResult) -> Path | None:
     """The per-layer file a round's record references (paths are relative to the experiment), if it has one."""
-    name = (result.get("artifacts") or {}).get("layers")
+    name = result.artifacts.get("layers")
     return experiment / name if name else None
 
 

@@ -12,6 +12,7 @@ from np_optimizer.records.codec import SCHEMA_VERSION
 from np_optimizer.records.commands import RunSummary
 from np_optimizer.records.index import ExperimentPart
 from np_optimizer.records.parts import CompileSummary, Fidelity
+from np_optimizer.records.results import EvaluationResult, ProfileResult
 from np_optimizer.records.status import BudgetStatus, JobStatus
 from np_optimizer.records.sweep import FrontView
 
@@ -30,7 +31,7 @@ class PipelineRow:
     step_type: str
     status: str  # the index's copy of job.json's status (a JobStatus value; "" when missing)
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    profile: dict[str, Any] | None = None  # the inline profile result
+    profile: ProfileResult | None = None  # the inline profile result
     listed: bool = False  # in run.yaml's profile list
     lowering: CompileSummary | None = None  # the index's INDEX_KEYS (None: not lowered)
     fidelity: Fidelity | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
@@ -50,7 +51,7 @@ class PipelineRow:
 class PostHocGroup:
     target: str  # checkpoint name, lower case
     job: str
-    rounds: list[dict[str, Any]]  # SUCCESS rounds, newest first
+    rounds: list[ProfileResult]  # SUCCESS rounds, newest first
     hidden: dict[str, int]  # status -> count of rounds not shown
 
 
@@ -59,13 +60,13 @@ class ExperimentReport:
     experiment: ExperimentPart
     rows: list[PipelineRow]
     post_hoc: list[PostHocGroup]
-    post_hoc_all: list[dict[str, Any]]  # every round, time order (for --json)
+    post_hoc_all: list[ProfileResult]  # every round, time order (for --json)
     profiling_enabled: bool
     method: str | None
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     evaluation: list[Any] = field(default_factory=list)  # EvaluationGroup per checkpoint (report/evaluation.py)
-    evaluation_all: list[dict[str, Any]] = field(default_factory=list)  # every evaluation round, for --json
+    evaluation_all: list[EvaluationResult] = field(default_factory=list)  # every evaluation round, for --json
     best: str | None = None  # the best-model rule's pick (a row's model name)
 
 

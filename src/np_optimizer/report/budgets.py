@@ -10,7 +10,7 @@ never a pass. Reads JSON only (no torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from np_optimizer.devices import DEVICES
 from np_optimizer.records.parts import NO_COMPILE
@@ -24,6 +24,7 @@ from np_optimizer.records.report import (
     Pick,
     PipelineRow,
 )
+from np_optimizer.records.results import MetricValue, ProfileResult
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
 if TYPE_CHECKING:
@@ -41,36 +42,36 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
 
 
-def _metric(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
-    return next((m for m in result.get("metrics", []) if m.get("metric_type") == metric_type
-                 and m.get("value") is not None), None)
+def _metric(result: ProfileResult, metric_type: str) -> MetricValue | None:
+    return next((m for m in result.metrics if m.metric_type == metric_type and m.value is not None), None)
 
 
-def _rounds(report: ExperimentReport, row: PipelineRow) -> list[dict[str, Any]]:
+def _rounds(report: ExperimentReport, row: PipelineRow) -> list[ProfileResult]:
     """Successful rounds of the row's checkpoint on the project's device: inline first, then post hoc newest first
     (post-hoc groups already leave out rounds of an older version of the checkpoint)."""
     device = report.experiment.device
-    rounds = [row.profile] if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else []
+    rounds = [row.profile] if row.profile and row.profile.status == RoundStatus.SUCCESS else []
     for group in report.post_hoc:
         if group.target == row.checkpoint.lower():
-            rounds += [r for r in group.rounds if r.get("device") == device]
+            rounds += [r for r in group.rounds if r.device == device]
     return rounds
 
 
 def _profiled_pick(report: ExperimentReport, row: PipelineRow, metric_type: str) -> Pick:
     rounds = _rounds(report, row)
-    measured = sorted((r for r in rounds if r.get("result_kind") == "measured" and _metric(r, metric_type)),
-                      key=lambda r: str(r.get("started_at", "")), reverse=True)
-    estimated = [r for r in rounds if r.get("result_kind") == "estimated" and _metric(r, metric_type)]
+    measured = sorted((r for r in rounds if r.result_kind == "measured" and _metric(r, metric_type)),
+                      key=lambda r: r.started_at, reverse=True)
+    estimated = [r for r in rounds if r.result_kind == "estimated" and _metric(r, metric_type)]
     for kind, found in (("measured", measured), ("estimated", estimated)):
         if found:
             result = found[0]
-            metric = _metric(result, metric_type) or {}
-            how = "inline in np run" if result.get("trigger") == "RUN_INLINE" else "np profile (post hoc)"
-            if str(metric.get("source") or "").startswith("static count"):
+            metric = _metric(result, metric_type)
+            assert metric is not None  # found holds rounds that give it
+            how = "inline in np run" if result.trigger == "RUN_INLINE" else "np profile (post hoc)"
+            if (metric.source or "").startswith("static count"):
                 kind = "static"  # weight bytes an on-device round copies from the job record: not measured
-            return Pick(float(metric["value"]), kind, f"{result.get('method')} on {result.get('device')}, {how}: "
-                        f"{metric.get('source') or kind}", result.get("measurement_id"))
+            return Pick(float(metric.value), kind, f"{result.method} on {result.device}, {how}: "
+                        f"{metric.source or kind}", result.measurement_id)
     return Pick(None, reason=_why_missing(report, row, metric_type))
 
 
@@ -81,9 +82,9 @@ def _why_missing(report: ExperimentReport, row: PipelineRow, metric_type: str) -
     if row.status == JobStatus.FAILED:
         return f"{row.model} failed"
     device = _BY_NAME.get(device_name)
-    methods = {str(r.get("method")) for r in _rounds(report, row)}
-    others = {str(r.get("device")) for g in report.post_hoc if g.target == row.checkpoint.lower()
-              for r in g.rounds if r.get("device") != device_name}
+    methods = {r.method for r in _rounds(report, row)}
+    others = {r.device for g in report.post_hoc if g.target == row.checkpoint.lower()
+              for r in g.rounds if r.device != device_name}
     elsewhere = f"; rounds on {', '.join(sorted(others))} are of another device and are not used" if others else ""
     if not methods:
         return f"{row.checkpoint.lower()} has no successful profile round on {device_name}{elsewhere}"

@@ -39,7 +39,7 @@ def _row(entry: PipelineEntry, result: ProfileResult | None, listed: set[str]) -
     checkpoint = entry.checkpoint
     row = PipelineRow(model="input_model" if entry.step_type == "input_model" else entry.job,
                       checkpoint=checkpoint, step_type=entry.step_type, status=entry.status,
-                      profile=None if result is None else to_dict(result), listed=checkpoint in listed,
+                      profile=result, listed=checkpoint in listed,
                       lowering=entry.lowering,
                       fidelity=entry.fidelity)
     if result is not None and result.status == RoundStatus.SUCCESS:
@@ -77,12 +77,12 @@ def _groups(post_hoc: Sequence[ProfileResult], current: dict[str, str | None]) -
         if _of_older_checkpoint(result.checkpoint_sha256, current.get(result.checkpoint)):
             group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
         elif result.status == RoundStatus.SUCCESS:
-            group.rounds.append(to_dict(result))
+            group.rounds.append(result)
         else:
             status = str(result.status or "unknown").lower()
             group.hidden[status] = group.hidden.get(status, 0) + 1
     for group in groups.values():
-        group.rounds.sort(key=lambda r: r.get("started_at", ""), reverse=True)
+        group.rounds.sort(key=lambda r: r.started_at, reverse=True)
     return list(groups.values())
 
 
@@ -153,19 +153,19 @@ def build_experiment_report(index: ReportIndex) -> ExperimentReport:
     best = best_row(rows)
     return ExperimentReport(experiment=index.experiment, rows=rows,
                             post_hoc=_groups(index.post_hoc, current),
-                            post_hoc_all=[to_dict(r) for r in sorted(index.post_hoc, key=lambda r: r.started_at)],
+                            post_hoc_all=sorted(index.post_hoc, key=lambda r: r.started_at),
                             profiling_enabled=enabled, method=method, warnings=warnings,
                             notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()],
                             evaluation=list(evaluation_groups(evaluation, current)),
-                            evaluation_all=[*evaluation.get("results", []), *evaluation.get("post_hoc", [])],
+                            evaluation_all=[*index.evaluation.results, *index.evaluation.post_hoc],
                             best=best.model if best else None)
 
 
-def measured_rounds(report: ExperimentReport) -> list[dict[str, Any]]:
+def measured_rounds(report: ExperimentReport) -> list[ProfileResult]:
     """The successful measured rounds of an experiment: np run's own, then the post-hoc ones."""
-    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS
-              and r.profile.get("result_kind") == "measured"]
-    return rounds + [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
+    rounds = [r.profile for r in report.rows if r.profile and r.profile.status == RoundStatus.SUCCESS
+              and r.profile.result_kind == "measured"]
+    return rounds + [r for g in report.post_hoc for r in g.rounds if r.result_kind == "measured"]
 
 
 def steps_label(step_types: list[str]) -> str:

@@ -57,7 +57,7 @@ def _samples(report: ExperimentReport, folder: Path) -> dict[str, list[float]]:
     """The raw latency samples of each measured round that recorded a file of them (unreadable files left out)."""
     found: dict[str, list[float]] = {}
     for result in measured_rounds(report):
-        raw = (result.get("artifacts") or {}).get("raw")
+        raw = result.artifacts.get("raw")
         if not raw:
             continue
         try:

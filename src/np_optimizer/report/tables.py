@@ -11,7 +11,9 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.metrics import HEADLINE
+from np_optimizer.records.codec import to_dict
 from np_optimizer.records.parts import NO_COMPILE
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
 from np_optimizer.report.sortfilter import SortKey
 
@@ -83,8 +85,14 @@ _COLUMNS: list[_Column] = [
 ]
 
 
+def _coverage(row: PipelineRow) -> dict[str, Any]:
+    """The method's NPU coverage figures of the row's round ({} when it gives none)."""
+    found = row.profile.extras.get("coverage") if row.profile is not None else None
+    return found if isinstance(found, dict) else {}
+
+
 def _coverage_cell(row: PipelineRow) -> str:
-    coverage = ((row.profile or {}).get("extras") or {}).get("coverage")
+    coverage = _coverage(row)
     if not coverage:
         return NO_VALUE
     if coverage.get("npu_op_share_pct") is None:
@@ -104,7 +112,7 @@ def _plain_value(metric: dict[str, Any] | None, metric_type: str) -> Any:
 def _gives(row: PipelineRow, metric_type: str, device_name: str) -> bool:
     """Can the row's profiling combination give this metric at all?"""
     device = _BY_NAME.get(device_name)
-    method = (row.profile or {}).get("method")
+    method = row.profile.method if row.profile is not None else None
     if metric_type == "SNR" or device is None or method is None:
         return True
     support = device.method(method)
@@ -133,8 +141,8 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     lowered = any(r.value("PTE_SIZE") for r in report.rows)
     backend = BACKENDS.find(str(experiment.backend))
     delegated_column = backend.delegated_column if backend is not None else None
-    methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows
-               if r.profile and r.profile.get("status") == RoundStatus.SUCCESS}
+    methods = {(r.profile.method, r.profile.result_kind) for r in report.rows
+               if r.profile and r.profile.status == RoundStatus.SUCCESS}
     show_method = len(methods) > 1
     columns = ["Model", "Type", "Status"] + [c[0] for c in shown]
     plain_columns = ["model", "type", "status"] + [c[2] for c in shown]
@@ -144,7 +152,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         if delegated_column:
             columns.append(delegated_column)
             plain_columns += ["delegated_ops", "total_ops"]
-    covered = any(((r.profile or {}).get("extras") or {}).get("coverage") for r in report.rows)
+    covered = any(_coverage(r) for r in report.rows)
     if covered:
         columns.append("On NPU (ops / MACs)")
         plain_columns += ["npu_op_share_pct", "npu_mac_share_pct", "partial_totals"]
@@ -164,7 +172,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         for header, metric_type, _plain, fmt, _optional in shown:
             metric = row.metrics.get(metric_type)
             if metric is not None and (metric.get("value") is not None or metric.get("identical")):
-                partial = metric_type == "LATENCY" and bool((row.profile or {}).get("partial"))
+                partial = metric_type == "LATENCY" and bool(row.profile and row.profile.partial)
                 line.append(fmt(metric) + (" (partial)" if partial else "")  # fewer runs than asked: timeout
                             + (f" {PARTIAL_MARK}" if metric.get("coverage") else ""))  # NPU part of the model only
             elif metric_type == "SNR" and is_input:
@@ -191,14 +199,14 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
                 plain_line += [delegated if total else "", total or ""]
         if covered:
             line.append(_coverage_cell(row))
-            coverage = ((row.profile or {}).get("extras") or {}).get("coverage") or {}
+            coverage = _coverage(row)
             marked = sorted({m["metric_type"] for m in row.metrics.values() if m.get("coverage")})
             plain_line += [coverage.get("npu_op_share_pct") or "", coverage.get("npu_mac_share_pct") or "",
                            ",".join(marked)]  # the columns whose value covers the NPU part only
         if show_method:
-            profile = row.profile or {}
-            line.append(f"{profile.get('method')} ({profile.get('result_kind')})" if profile else "-")
-            plain_line.append(profile.get("method", ""))
+            profile = row.profile
+            line.append(f"{profile.method} ({profile.result_kind})" if profile else "-")
+            plain_line.append(profile.method if profile else "")
         cells.append(line)
         plain.append(plain_line)
     title = f"Experiment: {experiment.name}"
@@ -249,14 +257,16 @@ _POST_HOC_PLAIN = ["measurement_ref_id", "status", "device", "runtime", "backend
 _POST_HOC_LEADING = 5  # the columns before the metrics, always shown
 
 
-def _metric_of(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
-    return next((m for m in result.get("metrics", []) if m["metric_type"] == metric_type), None)
+def _metric_of(result: ProfileResult, metric_type: str) -> dict[str, Any] | None:
+    metric = result.metric(metric_type)
+    return None if metric is None else to_dict(metric)
 
 
-def _device_cell(result: dict[str, Any]) -> str:
+def _device_cell(result: ProfileResult) -> str:
     """The device, and for a farm round the board it ran on (the labgrid place): `raspberry_pi_5 @ rpi5-a`."""
-    place = ((result.get("provenance") or {}).get("farm") or {}).get("place")
-    return f"{result.get('device', '')} @ {place}" if place else str(result.get("device", ""))
+    farm = result.provenance.get("farm")
+    place = farm.get("place") if isinstance(farm, dict) else None
+    return f"{result.device} @ {place}" if place else result.device
 
 
 def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
@@ -267,12 +277,12 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
         cells, plain = [], []
         for result in group.rounds:
             metrics = [_metric_of(result, t) for t in HEADLINE_ORDER]
-            method = result.get("method", "-") + (" (partial)" if result.get("partial") else "")
-            cells.append([result.get("started_at", "")[:16].replace("T", " "), _device_cell(result),
-                          result.get("runtime", ""), result.get("backend", ""), method,
+            method = result.method + (" (partial)" if result.partial else "")
+            cells.append([result.started_at[:16].replace("T", " "), _device_cell(result),
+                          result.runtime, result.backend, method,
                           *(_cell(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
-            plain.append([result.get("measurement_id"), result.get("status"), result.get("device"),
-                          result.get("runtime"), result.get("backend"), result.get("method"),
+            plain.append([result.measurement_id, result.status, result.device,
+                          result.runtime, result.backend, result.method,
                           *(_plain_value(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
         keep = [i for i in range(len(_POST_HOC_COLUMNS))
                 if i < _POST_HOC_LEADING or any(line[i] != NO_VALUE for line in cells)]
@@ -318,8 +328,8 @@ def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
     for index, metric_type in enumerate(("LATENCY", "MEMORY", "MACS")):  # totals of the NPU part only are marked
         if (row.metrics.get(metric_type) or {}).get("coverage") and cells[index] != "-":
             cells[index] += f" {PARTIAL_MARK}"
-    profile = row.profile if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else None
-    method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
+    profile = row.profile if row.profile and row.profile.status == RoundStatus.SUCCESS else None
+    method = f"{profile.method} ({profile.result_kind})" if profile else "-"  # how latency/memory were had
     plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr, top1)] + \
         [method if profile else ""]
     return [*cells, method], plain

@@ -13,8 +13,10 @@ from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.formats import fmt_metric, is_finite
 from np_optimizer.metrics import SHOWN
 from np_optimizer.records import ExperimentPage
+from np_optimizer.records.codec import to_dict
 from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.report import FAIL, NOT_CHECKED, PASS, Table
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.report.budgets import BudgetVerdict
 from np_optimizer.report.html.charts import Bar, BudgetLine, Series, bar_chart
@@ -134,9 +136,9 @@ def metric_kind(metric: dict[str, Any], result_kind: str) -> str:
     return "static" if str(metric.get("source") or "").startswith("static count") else result_kind
 
 
-def _series_key(result: dict[str, Any], trigger: str, metric: dict[str, Any]) -> tuple[str, str, str]:
-    kind = metric_kind(metric, str(result.get("result_kind", "")))
-    method, device = result.get("method", ""), result.get("device", "")
+def _series_key(result: ProfileResult, trigger: str, metric: dict[str, Any]) -> tuple[str, str, str]:
+    kind = metric_kind(metric, result.result_kind)
+    method, device = result.method, result.device
     when = "np run" if trigger == "RUN_INLINE" else "post hoc"
     return f"{kind}|{method}|{device}|{when}", f"{kind}: {method} on {device} ({when})", str(kind)
 
@@ -168,13 +170,13 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
             group = next((g for g in report.post_hoc if g.target == name), None)
             seen: set[tuple[str, str]] = set()
             for result in group.rounds if group else []:  # newest first: the first of each (device, method)
-                found = next((m for m in result.get("metrics", []) if m.get("metric_type") == metric_type), None)
-                pair = (str(result.get("device")), str(result.get("method")))
-                if found is None or not is_finite(found.get("value")) or pair in seen:
+                found = result.metric(metric_type)
+                pair = (result.device, result.method)
+                if found is None or not is_finite(found.value) or pair in seen:
                     continue
                 seen.add(pair)
-                key, label, kind = _series_key(result, "POSTHOC", found)
-                add(key, label, kind, name, float(found["value"]))
+                key, label, kind = _series_key(result, "POSTHOC", to_dict(found))
+                add(key, label, kind, name, float(found.value))
         elif metric_type == "PTE_SIZE":
             if metric is not None and is_finite(metric.get("value")) and (row.lowering or NO_COMPILE).status != \
                     "unsupported":
@@ -216,7 +218,7 @@ def _versions(report: ExperimentReport) -> list[tuple[str, str]]:
         pass
     results = [r.profile for r in report.rows if r.profile] + report.post_hoc_all
     for result in results:
-        provenance = (result or {}).get("provenance") or {}
+        provenance = result.provenance
         tool, tool_version = provenance.get("tool"), provenance.get("tool_version")
         if tool and tool_version:
             found.setdefault(str(tool), str(tool_version))
@@ -232,7 +234,7 @@ def _glossary(report: ExperimentReport, columns: list[tuple[str, str, str]]) -> 
     how: dict[str, dict[str, None]] = {}
     units: dict[str, str] = {}
     metrics = [m for r in report.rows for m in r.metrics.values()]
-    metrics += [m for r in report.post_hoc_all if r.get("status") == RoundStatus.SUCCESS for m in r.get("metrics", [])]
+    metrics += [to_dict(m) for r in report.post_hoc_all if r.status == RoundStatus.SUCCESS for m in r.metrics]
     for metric in metrics:
         metric_type = str(metric.get("metric_type"))
         units.setdefault(metric_type, str(metric.get("unit") or ""))
@@ -275,8 +277,8 @@ def experiment_view(page: ExperimentPage, prefix: str = "e1") -> ExperimentView:
                         row.model == output, [_cell(row, t, base) for t, _h, _u in columns], status))
     for group in report.post_hoc:
         for result in group.rounds:
-            for text in result.get("warnings", []):
-                entry = f"{group.target} on {result.get('device')} ({result.get('method')}): {text}"
+            for text in result.warnings:
+                entry = f"{group.target} on {result.device} ({result.method}): {text}"
                 if entry not in warnings:
                     warnings.append(entry)
     from np_optimizer.report.html.figures import measured_spread, tradeoff_scatter
