@@ -106,23 +106,23 @@ def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> 
     if metric_type == "SNR":
         if row.checkpoint == "INPUT_MODEL":
             return Pick(None, reason="INPUT_MODEL is the reference SNR is measured against")
-        if metric is not None and metric.get("identical"):
+        if metric is not None and metric.identical:
             return Pick(float("inf"), "fidelity", "outputs identical to INPUT_MODEL's")
-        if metric is not None and metric.get("value") is not None:
-            return Pick(float(metric["value"]), "fidelity",
-                        f"min over outputs vs INPUT_MODEL, on {metric.get('source') or 'the evaluation inputs'}")
+        if metric is not None and metric.value is not None:
+            return Pick(float(metric.value), "fidelity",
+                        f"min over outputs vs INPUT_MODEL, on {metric.source or 'the evaluation inputs'}")
         return Pick(None, reason=f"{row.model} has no SNR (its fidelity check did not run or failed)")
     if metric_type in ("TOP1_ACCURACY", "TOP5_ACCURACY"):
-        if metric is not None and metric.get("value") is not None:
-            return Pick(float(metric["value"]), "evaluated",
-                        f"{metric.get('source') or 'the evaluator'}; {metric.get('samples')} samples of "
-                        f"{metric.get('dataset') or 'the dataset'}")
+        if metric is not None and metric.value is not None:
+            return Pick(float(metric.value), "evaluated",
+                        f"{metric.source or 'the evaluator'}; {metric.samples} samples of "
+                        f"{metric.dataset or 'the dataset'}")
         return Pick(None, reason=f"{row.model} has no {metric_type.split('_')[0].title()} accuracy: attach a labelled "
                     "dataset (np datasets add) and list the checkpoint under evaluate: (or run np evaluate)")
     if metric_type == "PTE_SIZE":
         lowering = row.lowering or NO_COMPILE
-        if metric is not None and metric.get("value") and lowering.status != CompileStatus.UNSUPPORTED:
-            return Pick(float(metric["value"]), "static",
+        if metric is not None and metric.value and lowering.status != CompileStatus.UNSUPPORTED:
+            return Pick(float(metric.value), "static",
                         f"bytes of the .pte compiled for {report.experiment.device}")
         return Pick(None, reason=lowering.reason or f"{row.model} has no compiled .pte")
     return Pick(None, reason=f"unknown metric {metric_type}")

@@ -17,12 +17,12 @@ __all__ = ["experiment_json", "project_json"]
 def _metrics(row: PipelineRow) -> list[dict[str, Any]]:
     out = []
     for metric in row.metrics.values():
-        item = {"metric_type": metric["metric_type"], "value": metric.get("value"), "unit": metric.get("unit"),
-                "comparison_model": metric.get("comparison_model"), "component_name": metric.get("component_name")}
+        item = {"metric_type": metric.metric_type, "value": metric.value, "unit": metric.unit,
+                "comparison_model": metric.comparison_model, "component_name": metric.component_name}
         for extra in ("stat", "source", "method", "result_kind", "identical", "samples", "dataset", "trigger",
                       "coverage"):
-            if metric.get(extra) is not None:
-                item[extra] = metric[extra]
+            if getattr(metric, extra) is not None:
+                item[extra] = getattr(metric, extra)
         out.append(item)
     return out
 
@@ -93,7 +93,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
 def _brief_metrics(row: PipelineRow | None) -> list[dict[str, Any]]:
     if row is None:
         return []
-    return [{"metric_type": m["metric_type"], "value": m.get("value"), "unit": m.get("unit")}
+    return [{"metric_type": m.metric_type, "value": m.value, "unit": m.unit}
             for m in row.metrics.values()]
 
 

@@ -15,7 +15,7 @@ from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
 from np_optimizer.records.codec import to_dict
 from np_optimizer.records.parts import NO_COMPILE
-from np_optimizer.records.report import CompareRecord, LayersRecord
+from np_optimizer.records.report import CompareRecord, LayersRecord, RowMetric
 from np_optimizer.records.status import RoundStatus
 from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace.layout import Experiment
@@ -39,8 +39,8 @@ def _rows(exp: Experiment) -> list[PipelineRow]:
             if newest is not row.profile:
                 row.profile = newest
                 for metric in newest.metrics:
-                    row.metrics[metric.metric_type] = {**to_dict(metric), "method": newest.method,
-                                                       "result_kind": newest.result_kind}
+                    row.metrics[metric.metric_type] = RowMetric.of(metric, method=newest.method,
+                                                                   result_kind=newest.result_kind)
     return built.rows
 
 
@@ -212,14 +212,14 @@ def _totals(row: PipelineRow) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for metric_type in ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "SNR", "PTE_SIZE"):
         metric = row.metrics.get(metric_type)
-        if metric is None or (metric.get("value") is None and not metric.get("identical")):
+        if metric is None or (metric.value is None and not metric.identical):
             continue
         spread = None
-        if metric_type == "LATENCY" and metric.get("result_kind") == "measured":
+        if metric_type == "LATENCY" and metric.result_kind == "measured":
             spread = (extras.get("latency_ms") or {}).get("iqr")
-        out[metric_type] = {"value": metric.get("value"), "unit": metric.get("unit"),
-                            "coverage": metric.get("coverage"), "spread": spread,
-                            "result_kind": metric.get("result_kind"), "identical": metric.get("identical")}
+        out[metric_type] = {"value": metric.value, "unit": metric.unit,
+                            "coverage": metric.coverage, "spread": spread,
+                            "result_kind": metric.result_kind, "identical": metric.identical}
     delegated, total = row.value("DELEGATED_OPS"), row.value("TOTAL_OPS")
     if total:
         out["DELEGATED_SHARE"] = {"value": round(100.0 * float(delegated or 0) / float(total), 2), "unit": "%"}

@@ -6,7 +6,6 @@ Everything here reads JSON only (no torch), so `np report` starts fast.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from np_optimizer import metrics
 from np_optimizer.devices import DEVICES
@@ -19,6 +18,7 @@ from np_optimizer.records.report import (
     PostHocGroup,
     ProjectReport,
     ProjectRow,
+    RowMetric,
 )
 from np_optimizer.records.results import ProfileResult
 from np_optimizer.records.status import RoundStatus
@@ -30,11 +30,6 @@ HEADLINE = tuple(str(m) for m in metrics.HEADLINE)
 _BY_NAME = {d.name: d for d in DEVICES}
 
 
-def _metric(metric_type: str, value: Any, unit: str, **extra: Any) -> dict[str, Any]:
-    return {"metric_type": metric_type, "value": value, "unit": unit, "comparison_model": None,
-            "component_name": None, **extra}
-
-
 def _row(entry: PipelineEntry, result: ProfileResult | None, listed: set[str]) -> PipelineRow:
     checkpoint = entry.checkpoint
     row = PipelineRow(model="input_model" if entry.step_type == "input_model" else entry.job,
@@ -44,20 +39,20 @@ def _row(entry: PipelineEntry, result: ProfileResult | None, listed: set[str]) -
                       fidelity=entry.fidelity)
     if result is not None and result.status == RoundStatus.SUCCESS:
         for metric in result.metrics:
-            row.metrics[metric.metric_type] = {**to_dict(metric), "method": result.method,
-                                               "result_kind": result.result_kind}
+            row.metrics[metric.metric_type] = RowMetric.of(metric, method=result.method,
+                                                           result_kind=result.result_kind)
     program = entry.fidelity.program
     if checkpoint != "INPUT_MODEL" and program is not None and to_dict(program):
-        row.metrics["SNR"] = _metric("SNR", program.snr_db, "dB", comparison_model="INPUT_MODEL",
-                                     identical=program.snr_identical, source=entry.fidelity.evaluated_on or "")
-        row.metrics["MAX_ABS_ERROR"] = _metric("MAX_ABS_ERROR", program.max_abs_error, "abs",
-                                               comparison_model="INPUT_MODEL")
+        row.metrics["SNR"] = RowMetric("SNR", program.snr_db, "dB", comparison_model="INPUT_MODEL",
+                                       identical=program.snr_identical, source=entry.fidelity.evaluated_on or "")
+        row.metrics["MAX_ABS_ERROR"] = RowMetric("MAX_ABS_ERROR", program.max_abs_error, "abs",
+                                                 comparison_model="INPUT_MODEL")
     lowering = entry.lowering
     if lowering is not None and lowering.pte_bytes:
-        row.metrics["PTE_SIZE"] = _metric("PTE_SIZE", lowering.pte_bytes, "B")
+        row.metrics["PTE_SIZE"] = RowMetric("PTE_SIZE", lowering.pte_bytes, "B")
         total = (lowering.delegated_ops or 0) + (lowering.non_delegated_ops or 0)
-        row.metrics["DELEGATED_OPS"] = _metric("DELEGATED_OPS", lowering.delegated_ops, "ops")
-        row.metrics["TOTAL_OPS"] = _metric("TOTAL_OPS", total, "ops")
+        row.metrics["DELEGATED_OPS"] = RowMetric("DELEGATED_OPS", lowering.delegated_ops, "ops")
+        row.metrics["TOTAL_OPS"] = RowMetric("TOTAL_OPS", total, "ops")
     return row
 
 
@@ -148,7 +143,7 @@ def build_experiment_report(index: ReportIndex) -> ExperimentReport:
             warnings.append(f"{name}: profiling failed: {error.get('message')}")
     from np_optimizer.report.evaluation import apply_evaluation, best_row, evaluation_groups
 
-    evaluation = to_dict(index.evaluation)
+    evaluation = index.evaluation
     apply_evaluation(rows, evaluation, current)
     best = best_row(rows)
     return ExperimentReport(experiment=index.experiment, rows=rows,

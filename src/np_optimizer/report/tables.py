@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import BACKENDS
@@ -11,7 +12,6 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.metrics import HEADLINE
-from np_optimizer.records.codec import to_dict
 from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.results import ProfileResult
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
@@ -20,7 +20,7 @@ from np_optimizer.report.sortfilter import SortKey
 if TYPE_CHECKING:
     from np_optimizer.records import ReportRecord
 
-from np_optimizer.records.report import Table
+from np_optimizer.records.report import RowMetric, Table
 from np_optimizer.records.status import CompileStatus, RoundStatus
 
 __all__ = ["Table", "report_tables", "header_rows", "next_step", "pipeline_table", "post_hoc_tables",
@@ -65,23 +65,29 @@ def next_step(record: ReportRecord) -> str | None:
     return "Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else "")
 
 
-def _fmt_snr(metric: dict[str, Any]) -> str:
-    if metric.get("identical"):
+def _fmt_snr(metric: RowMetric) -> str:
+    if metric.identical:
         return "identical"
-    return "-" if metric.get("value") is None else f"{metric['value']:.2f}"
+    return "-" if metric.value is None else f"{metric.value:.2f}"
+
+
+def _value(metric: RowMetric) -> float:
+    """The value of a metric the table shows (a cell is formatted only when it has one)."""
+    assert metric.value is not None
+    return metric.value
 
 
 # (header, metric type, plain column, cell formatter, optional column)
-_Column = tuple[str, str, str, Callable[[dict[str, Any]], str], bool]
+_Column = tuple[str, str, str, Callable[[RowMetric], str], bool]
 _COLUMNS: list[_Column] = [
-    ("Memory(MB)", "MEMORY", "memory_mb", lambda m: fmt_number(m["value"]), False),
-    ("Latency(ms)", "LATENCY", "latency_ms", lambda m: fmt_number(m["value"]), False),
-    ("MACs", "MACS", "macs", lambda m: humanize_count(m["value"]), True),
-    ("Params", "PARAMS", "params", lambda m: humanize_count(m["value"]), True),
-    ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(m['value']):.2f}", True),
+    ("Memory(MB)", "MEMORY", "memory_mb", lambda m: fmt_number(_value(m)), False),
+    ("Latency(ms)", "LATENCY", "latency_ms", lambda m: fmt_number(_value(m)), False),
+    ("MACs", "MACS", "macs", lambda m: humanize_count(m.value), True),
+    ("Params", "PARAMS", "params", lambda m: humanize_count(m.value), True),
+    ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(_value(m)):.2f}", True),
     ("SNR (vs input)", "SNR", "snr_db", _fmt_snr, True),
-    ("Top1", "TOP1_ACCURACY", "top1_accuracy", lambda m: f"{m['value']:.4f}", True),
-    ("Top5", "TOP5_ACCURACY", "top5_accuracy", lambda m: f"{m['value']:.4f}", True),
+    ("Top1", "TOP1_ACCURACY", "top1_accuracy", lambda m: f"{m.value:.4f}", True),
+    ("Top5", "TOP5_ACCURACY", "top5_accuracy", lambda m: f"{m.value:.4f}", True),
 ]
 
 
@@ -101,12 +107,12 @@ def _coverage_cell(row: PipelineRow) -> str:
     return f"{coverage['npu_op_share_pct']:.1f}% / " + ("-" if macs is None else f"{macs:.1f}%")
 
 
-def _plain_value(metric: dict[str, Any] | None, metric_type: str) -> Any:
-    if metric is None or metric.get("value") is None:
+def _plain_value(metric: RowMetric | None, metric_type: str) -> Any:
+    if metric is None or metric.value is None:
         return ""
     if metric_type == "MODEL_WEIGHT_MEMORY":
-        return round(mib(metric["value"]), 4)
-    return metric["value"]
+        return round(mib(metric.value), 4)
+    return metric.value
 
 
 def _gives(row: PipelineRow, metric_type: str, device_name: str) -> bool:
@@ -171,10 +177,10 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         plain_line: list[Any] = [row.model, "" if is_input else row.step_type, row.status]
         for header, metric_type, _plain, fmt, _optional in shown:
             metric = row.metrics.get(metric_type)
-            if metric is not None and (metric.get("value") is not None or metric.get("identical")):
+            if metric is not None and (metric.value is not None or metric.identical):
                 partial = metric_type == "LATENCY" and bool(row.profile and row.profile.partial)
                 line.append(fmt(metric) + (" (partial)" if partial else "")  # fewer runs than asked: timeout
-                            + (f" {PARTIAL_MARK}" if metric.get("coverage") else ""))  # NPU part of the model only
+                            + (f" {PARTIAL_MARK}" if metric.coverage else ""))  # NPU part of the model only
             elif metric_type == "SNR" and is_input:
                 line.append("(ref)")  # the reference every SNR is measured against
             else:
@@ -200,7 +206,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         if covered:
             line.append(_coverage_cell(row))
             coverage = _coverage(row)
-            marked = sorted({m["metric_type"] for m in row.metrics.values() if m.get("coverage")})
+            marked = sorted({m.metric_type for m in row.metrics.values() if m.coverage})
             plain_line += [coverage.get("npu_op_share_pct") or "", coverage.get("npu_mac_share_pct") or "",
                            ",".join(marked)]  # the columns whose value covers the NPU part only
         if show_method:
@@ -225,7 +231,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         reasons = sorted({(r.lowering or NO_COMPILE).reason or "" for r in rows
                           if (r.lowering or NO_COMPILE).status == CompileStatus.UNSUPPORTED})
         footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
-    if any(m.get("coverage") for r in rows for m in r.metrics.values()):
+    if any(m.coverage for r in rows for m in r.metrics.values()):
         footnotes.append(f"{PARTIAL_MARK} partial total: it covers the ops on the NPU only, the rest of the model "
                          "runs on the CPU and was not estimated (see the warning, and np report --layers)")
     if output is not None:
@@ -241,7 +247,7 @@ def _accuracy_footnotes(report: ExperimentReport) -> list[str]:
     from np_optimizer.report.evaluation import BEST_RULE
 
     out = []
-    sources = {(m.get("source"), m.get("trigger")) for r in report.rows for k, m in r.metrics.items()
+    sources = {(m.source, m.trigger) for r in report.rows for k, m in r.metrics.items()
                if k in ("TOP1_ACCURACY", "TOP5_ACCURACY")}
     for source, trigger in sorted(sources, key=str):
         out.append(f"Top1/Top5 (fraction correct{'; np evaluate' if trigger == 'POSTHOC' else ''}): {source}")
@@ -257,9 +263,9 @@ _POST_HOC_PLAIN = ["measurement_ref_id", "status", "device", "runtime", "backend
 _POST_HOC_LEADING = 5  # the columns before the metrics, always shown
 
 
-def _metric_of(result: ProfileResult, metric_type: str) -> dict[str, Any] | None:
+def _metric_of(result: ProfileResult, metric_type: str) -> RowMetric | None:
     metric = result.metric(metric_type)
-    return None if metric is None else to_dict(metric)
+    return None if metric is None else RowMetric.of(metric)
 
 
 def _device_cell(result: ProfileResult) -> str:
@@ -297,16 +303,16 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
 HEADLINE_ORDER = tuple(str(m) for m in HEADLINE)
 
 
-def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:
-    if metric is None or metric.get("value") is None:
+def _cell(metric: RowMetric | None, metric_type: str) -> str:
+    if metric is None or metric.value is None:
         return "-"
-    if metric.get("coverage"):  # a total of the NPU part only never stands unmarked
-        return f"{_cell({k: v for k, v in metric.items() if k != 'coverage'}, metric_type)} {PARTIAL_MARK}"
+    if metric.coverage:  # a total of the NPU part only never stands unmarked
+        return f"{_cell(replace(metric, coverage=None), metric_type)} {PARTIAL_MARK}"
     if metric_type in ("MACS", "PARAMS"):
-        return humanize_count(metric["value"])
+        return humanize_count(metric.value)
     if metric_type == "MODEL_WEIGHT_MEMORY":
-        return f"{mib(metric['value']):.2f}"
-    return fmt_number(metric["value"])
+        return f"{mib(metric.value):.2f}"
+    return fmt_number(metric.value)
 
 
 _PROJECT_COLUMNS = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)",
@@ -326,7 +332,7 @@ def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
              "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}"),
              "-" if top1 is None else f"{top1:.4f}"]
     for index, metric_type in enumerate(("LATENCY", "MEMORY", "MACS")):  # totals of the NPU part only are marked
-        if (row.metrics.get(metric_type) or {}).get("coverage") and cells[index] != "-":
+        if (row.metrics[metric_type].coverage if metric_type in row.metrics else None) and cells[index] != "-":
             cells[index] += f" {PARTIAL_MARK}"
     profile = row.profile if row.profile and row.profile.status == RoundStatus.SUCCESS else None
     method = f"{profile.method} ({profile.result_kind})" if profile else "-"  # how latency/memory were had

@@ -65,7 +65,7 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
         values[metric] = None if value is None else float(value)
     caveats = []
     for metric in values:
-        coverage = (row.metrics.get(metric) or {}).get("coverage")
+        coverage = (row.metrics[metric].coverage if metric in row.metrics else None)
         if values[metric] is not None and metric not in measured and coverage:  # a total of the NPU part only
             caveats.append(f"{metric.lower()} covers the NPU part only: layers left on the CPU are not estimated "
                            "(np report --layers in its experiment)")
