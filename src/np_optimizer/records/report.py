@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
-from np_optimizer.records.codec import SCHEMA_VERSION
+from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
 from np_optimizer.records.commands import RunSummary
 from np_optimizer.records.index import ExperimentPart
 from np_optimizer.records.parts import CompileSummary, Fidelity
@@ -238,7 +238,7 @@ class ReportRecord:
     prints (np-interface.md §4 for an experiment). Renderers (np_optimizer.report.tables) turn it into tables."""
 
     scope: str  # "experiment" | "project"
-    data: dict[str, Any]
+    data: dict[str, JsonValue]
     experiment: ExperimentReport | None = None
     rows: tuple[PipelineRow, ...] = ()
     sort: tuple[SortKey, ...] = ()
@@ -282,19 +282,19 @@ class LayersRecord:
     device: str
     method: str
     result_kind: str
-    cost: dict[str, Any]
-    coverage: dict[str, Any] | None
+    cost: dict[str, JsonValue]
+    coverage: dict[str, JsonValue] | None
     layers: tuple[dict[str, Any], ...]
     layer_count: int
     file: str
     warnings: tuple[str, ...] = ()
-    snr: dict[str, Any] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
+    snr: dict[str, JsonValue] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
 
 
 
 @dataclass(frozen=True)
 class CompareRecord:
-    columns: tuple[dict[str, Any], ...]
+    columns: tuple[dict[str, JsonValue], ...]
     totals: tuple[dict[str, Any], ...]
     diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
     warnings: tuple[str, ...] = field(default_factory=tuple)

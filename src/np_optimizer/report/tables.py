@@ -12,6 +12,7 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.metrics import HEADLINE
+from np_optimizer.records.codec import as_object
 from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.results import ProfileResult
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
@@ -51,7 +52,7 @@ def report_tables(record: ReportRecord) -> list[Table]:
 
 def header_rows(record: ReportRecord) -> list[list[Any]]:
     """The --plain header section: the scalar fields of the experiment (or project) part of the --json document."""
-    head = record.data.get(record.scope) or {}
+    head = as_object(record.data.get(record.scope))
     return [[k, v] for k, v in head.items() if not isinstance(v, (dict, list))]
 
 
@@ -60,7 +61,7 @@ def next_step(record: ReportRecord) -> str | None:
     (an NPU's figures come from MLIA)."""
     if record.scope != "experiment":
         return None
-    backend = BACKENDS.find(str((record.data.get("experiment") or {}).get("backend")))
+    backend = BACKENDS.find(str(as_object(record.data.get("experiment")).get("backend")))
     on_cpu = backend is not None and backend.runs_on_host
     return "Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else "")
 

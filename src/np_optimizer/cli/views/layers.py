@@ -13,6 +13,7 @@ from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
 from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, snr_text
 from np_optimizer.records import CompareRecord, LayersRecord, to_dict
+from np_optimizer.records.codec import as_list, as_object
 
 __all__ = ["show_layers", "show_compare"]
 
@@ -28,6 +29,7 @@ def _placement(entry: dict[str, Any]) -> str:
 
 def show_layers(record: LayersRecord, mode: str) -> None:
     unit = record.cost.get("unit", "")
+    unit = unit if isinstance(unit, str) else ""
     if mode == "json":
         print_json(to_dict(record))
         return
@@ -73,7 +75,8 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     for text in record.warnings:
         warn(text)
     if coverage.get("partial") and coverage.get("left_out"):
-        warn("Not estimated (run on the CPU): " + ", ".join(e["key"] for e in coverage["left_out"]))
+        warn("Not estimated (run on the CPU): " + ", ".join(str(as_object(e).get("key"))
+                                                             for e in as_list(coverage.get("left_out"))))
 
 
 def _db(value: Any, identical: bool) -> str:
@@ -113,7 +116,7 @@ def show_compare(record: CompareRecord, mode: str) -> None:
     if mode == "json":
         print_json(to_dict(record))
         return
-    labels = [c["label"] for c in record.columns]
+    labels = [str(c["label"]) for c in record.columns]
     if mode == "plain":
         rows = []
         for total in record.totals:
