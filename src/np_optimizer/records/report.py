@@ -284,7 +284,7 @@ class LayersRecord:
     result_kind: str
     cost: dict[str, JsonValue]
     coverage: dict[str, JsonValue] | None
-    layers: tuple[dict[str, Any], ...]
+    layers: tuple[dict[str, JsonValue], ...]
     layer_count: int
     file: str
     warnings: tuple[str, ...] = ()
@@ -295,7 +295,7 @@ class LayersRecord:
 @dataclass(frozen=True)
 class CompareRecord:
     columns: tuple[dict[str, JsonValue], ...]
-    totals: tuple[dict[str, Any], ...]
+    totals: tuple[dict[str, JsonValue], ...]
     diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
     warnings: tuple[str, ...] = field(default_factory=tuple)
 

@@ -37,7 +37,8 @@ def _costs(exp: Experiment, checkpoint: str) -> tuple[dict[str, float], str | No
     except NpError:
         return {}, None
     unit = str(record.cost.get("unit") or record.cost.get("metric") or "") or None
-    return {str(r.get("module")): float(r["cost"]) for r in record.layers if r.get("cost") is not None}, unit
+    return {str(r.get("module")): float(cost) for r in record.layers
+            if isinstance(cost := r.get("cost"), (int, float))}, unit
 
 
 def layer_ranking(exp: Experiment) -> tuple[list[dict[str, Any]], str | None]:

@@ -11,7 +11,7 @@ from np_optimizer.cli.render import line, out, print_json, print_plain, print_ta
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
-from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, snr_text
+from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, raw_ids_text, snr_text
 from np_optimizer.records import CompareRecord, LayersRecord, to_dict
 from np_optimizer.records.codec import as_list, as_object
 
@@ -39,14 +39,14 @@ def show_layers(record: LayersRecord, mode: str) -> None:
                  e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
                  "identical" if e.get("snr_identical") else e.get("snr_db"),
-                 " ".join(e.get("raw_ids") or [])] for e in record.layers]
+                 " ".join(str(i) for i in as_list(e.get("raw_ids")))] for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), cost_text(e.get("cost"), unit),
               "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", cost_text(e.get("overhead_cost"), unit),
               "-" if layer_macs(e) is None else humanize_count(layer_macs(e)),
               "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%", snr_text(e, record.snr),
-              ", ".join((e.get("raw_ids") or [])[:2]) + (" ..." if len(e.get("raw_ids") or []) > 2 else "")]
+              raw_ids_text(e, 2)]
              for e in record.layers]
     title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
             f"({record.device}, {record.method}, {record.result_kind})"
@@ -120,8 +120,8 @@ def show_compare(record: CompareRecord, mode: str) -> None:
     if mode == "plain":
         rows = []
         for total in record.totals:
-            for column, cell in zip(labels, total["cells"]):
-                if cell is not None:
+            for column, cell in zip(labels, as_list(total["cells"])):
+                if isinstance(cell, dict):
                     value = "identical" if cell.get("identical") else cell.get("value")
                     rows.append([total["metric"], column, value, total["unit"], cell.get("delta", ""),
                                  "" if "significant" not in cell else cell["significant"], cell.get("coverage") or ""])
@@ -141,7 +141,7 @@ def show_compare(record: CompareRecord, mode: str) -> None:
                         section=f"layer_snr:{diff['other']}")
         return
     print_table("Totals (deltas against " + labels[0] + ")", ["Metric", *labels],
-                [[f"{t['label']} ({t['unit']})", *(_cell(c, i == 0) for i, c in enumerate(t["cells"]))]
+                [[f"{t['label']} ({t['unit']})", *(_cell(c if isinstance(c, dict) else None, i == 0) for i, c in enumerate(as_list(t["cells"])))]
                  for t in record.totals],
                 caption=_totals_legend(record.totals))
     for diff in record.diffs:
