@@ -296,7 +296,7 @@ class LayersRecord:
 class CompareRecord:
     columns: tuple[dict[str, JsonValue], ...]
     totals: tuple[dict[str, JsonValue], ...]
-    diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
+    diffs: tuple[dict[str, JsonValue], ...]  # one per column after the first, against the first
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 

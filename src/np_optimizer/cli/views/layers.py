@@ -13,7 +13,7 @@ from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
 from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, raw_ids_text, snr_text
 from np_optimizer.records import CompareRecord, LayersRecord, to_dict
-from np_optimizer.records.codec import as_list, as_object
+from np_optimizer.records.codec import JsonValue, as_list, as_object
 
 __all__ = ["show_layers", "show_compare"]
 
@@ -112,6 +112,11 @@ def _cell(cell: dict[str, Any] | None, first: bool) -> str:
     return text
 
 
+def _rows(diff: dict[str, JsonValue], key: str) -> list[dict[str, JsonValue]]:
+    """A diff's rows of one kind (cost changes, placement changes, SNR drops)."""
+    return [as_object(row) for row in as_list(diff.get(key))]
+
+
 def show_compare(record: CompareRecord, mode: str) -> None:
     if mode == "json":
         print_json(to_dict(record))
@@ -130,14 +135,14 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         for diff in record.diffs:
             print_plain(["key", "before", "after", "delta", "field", "significant"],
                         [[c["key"], c["before"], c["after"], c["delta"], c["field"],
-                          "" if c.get("significant") is None else c["significant"]] for c in diff["cost_changes"]],
+                          "" if c.get("significant") is None else c["significant"]] for c in _rows(diff, "cost_changes")],
                         section=f"layer_cost:{diff['other']}")
             print_plain(["key", "before", "after"], [[p["key"], p["before"], p["after"]]
-                                                     for p in diff["placement_changes"]],
+                                                     for p in _rows(diff, "placement_changes")],
                         section=f"layer_placement:{diff['other']}")
             print_plain(["key", "before_db", "after_db", "delta_db"],
                         [[d["key"], "identical" if d["before_identical"] else d["before"], d["after"],
-                          "" if d["delta"] is None else d["delta"]] for d in diff["snr_drops"]],
+                          "" if d["delta"] is None else d["delta"]] for d in _rows(diff, "snr_drops")],
                         section=f"layer_snr:{diff['other']}")
         return
     print_table("Totals (deltas against " + labels[0] + ")", ["Metric", *labels],
@@ -147,21 +152,23 @@ def show_compare(record: CompareRecord, mode: str) -> None:
     for diff in record.diffs:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
-        changes = [[c["key"] + (f" (+ {', '.join(c['merged'])} fused)" if c.get("merged") else ""),
+        cost_changes = _rows(diff, "cost_changes")
+        changes = [[str(c["key"]) + (f" (+ {', '.join(str(m) for m in as_list(c['merged']))} fused)"
+                                     if c.get("merged") else ""),
                     c.get("class") or "-", cost_text(c["before"]), cost_text(c["after"]),
                     cost_text(c["delta"]) + (" n.s." if c.get("significant") is False else "")]
-                   for c in diff["cost_changes"]]
+                   for c in cost_changes]
         if changes:
-            spread = any(c.get("significant") is False for c in diff["cost_changes"])
+            spread = any(c.get("significant") is False for c in cost_changes)
             print_table(f"Layers whose {field} changed most: {diff['base']} -> {diff['other']}",
                         ["Layer", "Class", "Before", "After", "Change"], changes,
                         caption="n.s.: within the larger of the two layers' measured spreads (IQR over the traced "
                                 "runs)" if spread else None)
-        moves = [[p["key"], p["before"], p["after"]] for p in diff["placement_changes"]]
+        moves = [[p["key"], p["before"], p["after"]] for p in _rows(diff, "placement_changes")]
         if moves:
             print_table(f"Layers that moved: {diff['base']} -> {diff['other']}", ["Layer", "Before", "After"], moves)
-        drops = [[d["key"], d.get("class") or "-", _db(d["before"], d["before_identical"]), _db(d["after"], False),
-                  "-" if d["delta"] is None else f"{d['delta']:+.1f}"] for d in diff["snr_drops"]]
+        drops = [[d["key"], d.get("class") or "-", _db(d["before"], bool(d["before_identical"])), _db(d["after"], False),
+                  "-" if d["delta"] is None else f"{d['delta']:+.1f}"] for d in _rows(diff, "snr_drops")]
         if drops:
             print_table(f"Layers whose SNR dropped most: {diff['base']} -> {diff['other']}",
                         ["Layer", "Class", "Before (dB)", "After (dB)", "Change"], drops,
