@@ -153,8 +153,7 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
         cost_changes = _rows(diff, "cost_changes")
-        changes = [[str(c["key"]) + (f" (+ {', '.join(str(m) for m in as_list(c['merged']))} fused)"
-                                     if c.get("merged") else ""),
+        changes = [[str(c["key"]) + (f" (+ {', '.join(map(str, as_list(c['merged'])))} fused)" if c.get("merged") else ""),
                     c.get("class") or "-", cost_text(c["before"]), cost_text(c["after"]),
                     cost_text(c["delta"]) + (" n.s." if c.get("significant") is False else "")]
                    for c in cost_changes]
