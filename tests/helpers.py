@@ -169,3 +169,46 @@ def proc_stat(pid: int) -> list[str] | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def record_of(cls: type, data: dict[str, Any]) -> Any:
+    """A record from a partial dict: a required field it leaves out gets an empty value of its type ("", 0, False,
+    None, (), or a record built the same way), so a test writes only the keys its rule reads."""
+    import dataclasses
+    import typing
+
+    from np_optimizer.records.codec import from_dict
+
+    def empty(hint: Any) -> Any:
+        args = typing.get_args(hint)
+        if type(None) in args:
+            return None
+        if dataclasses.is_dataclass(hint):
+            return {}
+        origin = typing.get_origin(hint) or hint
+        return {str: "", int: 0, float: 0.0, bool: False, tuple: [], list: [], dict: {}}.get(origin, "")
+
+    def filled(kind: Any, value: Any) -> Any:
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if len(args) == 1 and typing.get_origin(kind) in (typing.Union, __import__("types").UnionType):
+            kind = args[0]
+        if dataclasses.is_dataclass(kind) and isinstance(value, dict):
+            hints = typing.get_type_hints(kind)
+            out = {k: filled(hints[k], v) if k in hints else v for k, v in value.items()}
+            for f in dataclasses.fields(kind):
+                if f.init and f.name not in out and f.default is dataclasses.MISSING \
+                        and f.default_factory is dataclasses.MISSING:
+                    out[f.name] = filled(hints[f.name], empty(hints[f.name]))
+            return out
+        if typing.get_origin(kind) in (tuple, list) and isinstance(value, list):
+            return [filled(typing.get_args(kind)[0], v) for v in value]
+        return value
+
+    return from_dict(cls, filled(cls, data))
+
+
+def report_index(data: dict[str, Any]) -> Any:
+    """report.json's index (ReportIndex) from the keys a test gives (record_of)."""
+    from np_optimizer.records.index import ReportIndex
+
+    return record_of(ReportIndex, data)

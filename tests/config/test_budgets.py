@@ -12,6 +12,7 @@ from np_optimizer.config import check_experiment_config
 from np_optimizer.config.budgets import parse_budget_overrides
 from np_optimizer.devices import get_device
 from np_optimizer.errors import CODES, EXIT_BUDGET, UsageError
+from tests.helpers import report_index
 
 RUN = """version: "1.0"
 steps:
@@ -93,17 +94,17 @@ def test_measured_values_win_and_other_devices_do_not_count() -> None:
     inline = _round("estimated", 5.0, trigger="RUN_INLINE")
     budgets = [Budget("latency_ms", 10.0, "run.yaml"), Budget("pte_size_mb", 2.0, "run.yaml"),
                Budget("snr_db_min", 40.0, "run.yaml")]
-    only_estimate = check_budgets(build_experiment_report(_report([], inline)), budgets)
+    only_estimate = check_budgets(build_experiment_report(report_index(_report([], inline))), budgets)
     latency, size, snr = only_estimate.outcomes
     assert (latency.status, latency.value_kind, latency.value) == ("pass", "estimated", 5.0)
     assert (size.status, size.value) == ("fail", 3.0) and (snr.status, snr.value) == ("pass", 41.0)
     assert only_estimate.status == "fail" and "01_graph_quantize pte_size_mb 3.00 MB vs <= 2.00" in only_estimate.line
     measured = [_round("measured", 12.0, started="2026-12-03T11:00:00"), _round("measured", 9.0),
                 _round("measured", 1.0, device="host")]  # the newest on alif_e8 counts; host is another device
-    verdict = check_budgets(build_experiment_report(_report(measured, inline)), budgets[:1])
+    verdict = check_budgets(build_experiment_report(report_index(_report(measured, inline))), budgets[:1])
     (outcome,) = verdict.outcomes
     assert (outcome.status, outcome.value_kind, outcome.value) == ("fail", "measured", 12.0)
-    nothing = check_budgets(build_experiment_report(_report([_round("measured", 1.0, device="host")], None)),
+    nothing = check_budgets(build_experiment_report(report_index(_report([_round("measured", 1.0, device="host")], None))),
                             budgets[:1])
     (outcome,) = nothing.outcomes
     assert outcome.status == "not checked" and "rounds on host are of another device" in outcome.reason
@@ -121,7 +122,7 @@ def test_html_escapes_text_and_marks_the_pareto_front() -> None:
     assert [p.checkpoint for p in pareto_front(points)] == ["a", "b"]
     data = _report([], _round("estimated", 5.0, trigger="RUN_INLINE"))
     data["experiment"]["name"] = "<script>alert(1)</script>"
-    built = build_experiment_report(data)
+    built = build_experiment_report(report_index(data))
     built.warnings.append("a warning with <img src=x onerror=alert(1)> & [bold]markup[/bold]")
     record = ReportRecord("experiment", {}, experiment=built, rows=tuple(built.rows), folder="/nowhere")
     html = render_html(record, [ExperimentPage("<script>alert(1)</script>", built)])
@@ -140,14 +141,14 @@ def test_accuracy_floors(tmp_path: Path) -> None:
     assert [(b.key, b.limit) for b in parse_budget_overrides(["top1_min=0.9"])] == [("top1_min", 0.9)]
     report = _report([], None)
     budgets = [Budget("top1_min", 0.95, "run.yaml"), Budget("top5_min", 0.99, "run.yaml")]
-    (top1, top5) = check_budgets(build_experiment_report(report), budgets).outcomes
+    (top1, top5) = check_budgets(build_experiment_report(report_index(report)), budgets).outcomes
     assert top1.status == "not checked" and "labelled dataset" in top1.reason  # never a pass without a dataset
     report["evaluation"] = {"results": [{
         "checkpoint": "GRAPH_QUANTIZE", "checkpoint_sha256": "abc", "status": "SUCCESS", "samples": 360,
         "dataset": {"name": "digits_val"}, "metrics": [
             {"metric_type": "TOP1_ACCURACY", "value": 0.94, "unit": "fraction", "source": "the .pte on this machine"},
             {"metric_type": "TOP5_ACCURACY", "value": 1.0, "unit": "fraction", "source": "the .pte on this machine"}]}]}
-    verdict = check_budgets(build_experiment_report(report), budgets)
+    verdict = check_budgets(build_experiment_report(report_index(report)), budgets)
     top1, top5 = verdict.outcomes
     assert (top1.status, top1.value, top1.value_kind) == ("fail", 0.94, "evaluated") and "360 samples of digits_val" in \
         top1.source

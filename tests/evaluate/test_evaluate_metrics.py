@@ -8,6 +8,9 @@ import pytest
 import torch
 
 from np_optimizer.evaluate.metrics import comparison_metrics, task_metrics
+from np_optimizer.records.parts import CompileSummary
+from np_optimizer.records.report import RowMetric
+from np_optimizer.records.status import CompileStatus
 from np_optimizer.report.evaluation import best_row
 from np_optimizer.report.model import PipelineRow
 
@@ -39,7 +42,7 @@ def test_task_metrics_by_hand() -> None:
 
 def _row(model: str, **values: float) -> PipelineRow:
     row = PipelineRow(model, model.upper(), "graph_quantize", "success")
-    row.metrics = {k: {"metric_type": k, "value": v} for k, v in values.items()}
+    row.metrics = {k: RowMetric(k, v) for k, v in values.items()}
     return row
 
 
@@ -52,6 +55,6 @@ def test_best_model_rule() -> None:
     assert best_row([f, g]) is g
     assert best_row([c, _row("h")]).model == "h"  # nothing to rank: the last finished one
     float_on_npu, int8 = _row("go", LATENCY=0.25, SNR=139.0), _row("gq", LATENCY=0.25, SNR=41.0)
-    float_on_npu.lowering = {"status": "unsupported", "reason": "the checkpoint is float"}
-    int8.lowering = {"status": "ok"}
+    float_on_npu.lowering = CompileSummary(status=CompileStatus.UNSUPPORTED, reason="the checkpoint is float")
+    int8.lowering = CompileSummary(status=CompileStatus.OK)
     assert best_row([float_on_npu, int8]) is int8  # what the device cannot run is never the best model

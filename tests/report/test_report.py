@@ -12,7 +12,7 @@ import pytest
 from np_optimizer.errors import EXIT_USAGE, UsageError
 from np_optimizer.formats import humanize_count
 from np_optimizer.report.sortfilter import apply_filter, apply_sort, parse_filter, parse_sort
-from tests.helpers import FinishedRun, copy_workspace, make_project
+from tests.helpers import FinishedRun, copy_workspace, make_project, report_index
 
 
 def test_humanized_counts() -> None:
@@ -155,9 +155,9 @@ def test_inline_result_of_an_older_checkpoint_is_not_shown() -> None:
               "result_kind": "estimated", "metrics": [{"metric_type": "LATENCY", "value": 1.5, "unit": "ms"}]}
     report = {"experiment": {"name": "e", "device": "alif_e8"}, "pipeline": {"steps": [entry]},
               "profile": {"enabled": True, "listed": ["GRAPH_OPTIMIZE"], "method": "mlia", "results": [result]}}
-    built = build_experiment_report(report)
+    built = build_experiment_report(report_index(report))
     assert built.rows[0].value("LATENCY") is None
     assert any("older checkpoint" in w for w in built.warnings)
-    fresh = build_experiment_report({**report, "profile": {**report["profile"],
-                                                           "results": [{**result, "checkpoint_sha256": "new"}]}})
+    fresh = build_experiment_report(report_index({**report, "profile": {**report["profile"],
+                                                           "results": [{**result, "checkpoint_sha256": "new"}]}}))
     assert fresh.rows[0].value("LATENCY") == 1.5

@@ -61,8 +61,7 @@ def report(*, experiment: str | None = None, project: str | None = None, sort: s
                              code="NP-BDG-400")
         view = _project_report(project, cwd)
         return ReportRecord("project", project_json(view), project=view, folder=str(resolve_project(project, cwd).root))
-    built = build_experiment_report(ExperimentStore(exp).read_report())
-    built.experiment.setdefault("name", exp.name)
+    built = build_experiment_report(ExperimentStore(exp).read_index())
     rows = apply_sort(apply_filter(built.rows, conditions, _value), keys, _value)
     record = ReportRecord("experiment", experiment_json(built), experiment=built, rows=tuple(rows), sort=tuple(keys),
                           folder=str(exp.root))
@@ -110,7 +109,7 @@ def _project_report(project: str | None, cwd: Path) -> ProjectReport:
     input_row: PipelineRow | None = None
     for exp in owner.experiments():
         try:
-            built = build_experiment_report(ExperimentStore(exp).read_report())
+            built = build_experiment_report(ExperimentStore(exp).read_index())
         except NpError:  # a damaged experiment (newer np, unreadable files) must not hide the others
             rows.append(ProjectRow(exp.name, "unreadable"))
             continue
@@ -118,7 +117,7 @@ def _project_report(project: str | None, cwd: Path) -> ProjectReport:
             input_row = next((r for r in built.rows if r.checkpoint == "INPUT_MODEL" and r.metrics), None)
         steps = tuple(r.step_type for r in built.rows if r.checkpoint != "INPUT_MODEL")
         output = next((r for r in reversed(built.rows) if r.checkpoint != "INPUT_MODEL"), None)
-        rows.append(ProjectRow(exp.name, str(built.experiment.get("status", "created")), steps, output))
+        rows.append(ProjectRow(exp.name, str(built.experiment.status), steps, output))
     front, sweep_warning = _sweep_front(owner.root)
     return ProjectReport(owner.name, owner.info["device"], owner.info["model"].get("name"), input_row, tuple(rows),
                          front=front, sweep_warning=sweep_warning)

@@ -16,12 +16,14 @@ datasets_app = typer.Typer(help="The project's labelled evaluation dataset (accu
 
 def evaluation_table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Checkpoint | Status | Samples | one column per metric | Evaluated on."""
+    from np_optimizer.records.codec import from_dict
+    from np_optimizer.records.results import MetricValue
     from np_optimizer.report.evaluation import metric_cell, metric_header
 
     names = list(dict.fromkeys(m["metric_type"] for r in results for m in r.get("metrics", [])))
     rows = []
     for r in results:
-        values = {m["metric_type"]: m for m in r.get("metrics", [])}
+        values = {m["metric_type"]: from_dict(MetricValue, m) for m in r.get("metrics", [])}
         rows.append([str(r.get("checkpoint", "")).lower(), str(r.get("status", "")), str(r.get("samples", "")),
                      *(metric_cell(values.get(n)) for n in names),
                      r.get("evaluated_on") or (r.get("error") or {}).get("message", "")])

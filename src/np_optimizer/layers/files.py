@@ -16,6 +16,8 @@ from typing import Any
 
 from np_optimizer.errors import NotFoundError
 from np_optimizer.files import CorruptFileError, read_json, write_text
+from np_optimizer.records.parts import Fidelity
+from np_optimizer.records.results import ProfileResult
 
 __all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "write_layers", "layers_path", "read_numerics"]
 
@@ -65,9 +67,9 @@ def aggregate(rows: Iterable[dict[str, Any]], cost_field: str) -> list[dict[str,
     return out
 
 
-def layers_path(experiment: Path, result: dict[str, Any]) -> Path | None:
+def layers_path(experiment: Path, result: ProfileResult) -> Path | None:
     """The per-layer file a round's record references (paths are relative to the experiment), if it has one."""
-    name = (result.get("artifacts") or {}).get("layers")
+    name = result.artifacts.get("layers")
     return experiment / name if name else None
 
 
@@ -94,10 +96,10 @@ def write_layers(work_dir: Path, document: dict[str, Any]) -> str:
     return LAYERS_FILE
 
 
-def read_numerics(experiment: Path, fidelity: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+def read_numerics(experiment: Path, fidelity: Fidelity | None) -> tuple[dict[str, Any] | None, str | None]:
     """The job's per-layer SNR file (numerics.py's layers_snr.json) its fidelity references, or None with no
     warning when the job has none (INPUT_MODEL, a job of an older np), or None with a warning when it is unreadable."""
-    name = ((fidelity or {}).get("layers") or {}).get("file")
+    name = fidelity.layers.file if fidelity is not None and fidelity.layers is not None else None
     if not name:
         return None, None
     try:

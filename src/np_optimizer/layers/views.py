@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from np_optimizer.records.codec import JsonValue, as_list
+
 __all__ = ["top_layers", "TOTALS", "compare_totals", "layer_diff", "ROUNDING_DB", "COST_HEADER", "cost_text",
            "layer_macs", "snr_text"]
 
@@ -22,6 +24,12 @@ TOTALS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 COST_HEADER = {"cycles": "Cycles", "ms": "Time (ms)", "MACs": "MACs"}  # a layer table's cost column, by its unit
+
+
+def raw_ids_text(entry: dict[str, JsonValue], shown: int) -> str:
+    """The tool's ids of a layer's ops, the first `shown` of them (" ..." when there are more)."""
+    ids = [str(i) for i in as_list(entry.get("raw_ids"))]
+    return ", ".join(ids[:shown]) + (" ..." if len(ids) > shown else "")
 
 
 def cost_text(value: Any, unit: str = "") -> str:

@@ -27,12 +27,23 @@ from pathlib import Path, PurePath
 from typing import Any, TypeAlias, TypeVar, Union
 
 __all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE", "PRESENT",
-           "JsonValue"]
+           "JsonValue", "as_object", "as_list"]
 
 SCHEMA_VERSION = 1
 # A value JSON holds, for the parts of a record whose keys are open-ended by nature (a tool's extras, a step's options)
 JsonValue: TypeAlias = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
 T = TypeVar("T")
+
+
+def as_object(value: JsonValue) -> dict[str, JsonValue]:
+    """A JSON value read where an object is expected: the object, or {} for anything else (a missing key)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: JsonValue) -> list[JsonValue]:
+    """A JSON value read where an array is expected: the array, or [] for anything else (a missing key)."""
+    return value if isinstance(value, list) else []
+
 _KEY = "np_json_key"
 NOT_WRITTEN: dict[str, Any] = {_KEY: None}
 _OMIT_NONE = "np_json_omit_none"

@@ -8,17 +8,48 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
-from np_optimizer.records.codec import SCHEMA_VERSION
+from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
 from np_optimizer.records.commands import RunSummary
+from np_optimizer.records.index import ExperimentPart
+from np_optimizer.records.parts import CompileSummary, Fidelity
+from np_optimizer.records.results import EvaluationResult, MetricValue, ProfileResult
 from np_optimizer.records.status import BudgetStatus, JobStatus
 from np_optimizer.records.sweep import FrontView
 
-__all__ = ["Table", "ExperimentPage", "PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow",
+__all__ = ["Table", "ExperimentPage", "RowMetric", "PipelineRow", "PostHocGroup", "EvaluationGroup", "ExperimentReport", "ProjectRow",
            "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",
            "CompareRecord", "FINISHED", "PASS", "FAIL", "NOT_CHECKED"]
 
 FINISHED = frozenset({JobStatus.SUCCESS, JobStatus.REUSED, JobStatus.FAILED, JobStatus.CANCELED})
 PASS, FAIL, NOT_CHECKED = BudgetStatus.PASS, BudgetStatus.FAIL, BudgetStatus.NOT_CHECKED
+
+
+@dataclass(frozen=True)
+class RowMetric:
+    """One figure of a pipeline row: a round's metric (MetricValue) with how its round got it (method, result kind),
+    the step's own fidelity (SNR, identical outputs) or lowering (.pte size, ops), or an evaluation's metric (its
+    trigger, samples and dataset). None: the row's source does not say."""
+
+    metric_type: str
+    value: float | None
+    unit: str | None = None
+    comparison_model: str | None = None
+    component_name: str | None = None
+    stat: str | None = None
+    source: str | None = None
+    method: str | None = None
+    result_kind: str | None = None
+    identical: bool | None = None
+    samples: int | None = None
+    dataset: str | None = None
+    trigger: str | None = None
+    coverage: str | None = None
+
+    @classmethod
+    def of(cls, metric: MetricValue, *, method: str | None = None, result_kind: str | None = None,
+           trigger: str | None = None, samples: int | None = None, dataset: str | None = None) -> RowMetric:
+        return cls(metric.metric_type, metric.value, metric.unit, metric.comparison_model, metric.component_name,
+                   metric.stat, metric.source, method, result_kind, None, samples, dataset, trigger, metric.coverage)
 
 
 @dataclass
@@ -27,11 +58,11 @@ class PipelineRow:
     checkpoint: str
     step_type: str
     status: str  # the index's copy of job.json's status (a JobStatus value; "" when missing)
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    profile: dict[str, Any] | None = None  # the inline profile result
+    metrics: dict[str, RowMetric] = field(default_factory=dict)
+    profile: ProfileResult | None = None  # the inline profile result
     listed: bool = False  # in run.yaml's profile list
-    lowering: dict[str, Any] | None = None
-    fidelity: dict[str, Any] | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
+    lowering: CompileSummary | None = None  # the index's INDEX_KEYS (None: not lowered)
+    fidelity: Fidelity | None = None  # the job's check against INPUT_MODEL (its per-layer file under "layers")
 
     @property
     def finished(self) -> bool:
@@ -39,31 +70,38 @@ class PipelineRow:
 
     def value(self, metric_type: str) -> float | None:
         metric = self.metrics.get(metric_type)
-        if metric is not None and metric.get("identical"):
+        if metric is not None and metric.identical:
             return math.inf  # outputs identical to INPUT_MODEL's: the best SNR there is
-        return None if metric is None else metric.get("value")
+        return None if metric is None else metric.value
 
 
 @dataclass
 class PostHocGroup:
     target: str  # checkpoint name, lower case
     job: str
-    rounds: list[dict[str, Any]]  # SUCCESS rounds, newest first
+    rounds: list[ProfileResult]  # SUCCESS rounds, newest first
     hidden: dict[str, int]  # status -> count of rounds not shown
 
 
 @dataclass
+class EvaluationGroup:
+    target: str
+    rounds: list[EvaluationResult]  # SUCCESS rounds of the current checkpoint, newest first
+    hidden: dict[str, int]
+
+
+@dataclass
 class ExperimentReport:
-    experiment: dict[str, Any]
+    experiment: ExperimentPart
     rows: list[PipelineRow]
     post_hoc: list[PostHocGroup]
-    post_hoc_all: list[dict[str, Any]]  # every round, time order (for --json)
+    post_hoc_all: list[ProfileResult]  # every round, time order (for --json)
     profiling_enabled: bool
     method: str | None
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
-    evaluation: list[Any] = field(default_factory=list)  # EvaluationGroup per checkpoint (report/evaluation.py)
-    evaluation_all: list[dict[str, Any]] = field(default_factory=list)  # every evaluation round, for --json
+    evaluation: list[EvaluationGroup] = field(default_factory=list)  # one per checkpoint (report/evaluation.py)
+    evaluation_all: list[EvaluationResult] = field(default_factory=list)  # every evaluation round, for --json
     best: str | None = None  # the best-model rule's pick (a row's model name)
 
 
@@ -200,7 +238,7 @@ class ReportRecord:
     prints (np-interface.md §4 for an experiment). Renderers (np_optimizer.report.tables) turn it into tables."""
 
     scope: str  # "experiment" | "project"
-    data: dict[str, Any]
+    data: dict[str, JsonValue]
     experiment: ExperimentReport | None = None
     rows: tuple[PipelineRow, ...] = ()
     sort: tuple[SortKey, ...] = ()
@@ -228,7 +266,8 @@ class ReportRecord:
         failed ones are counted apart)."""
         if self.experiment is None:
             return 0
-        return sum(len(g.rounds) for g in [*self.experiment.post_hoc, *self.experiment.evaluation])
+        return sum(len(g.rounds) for g in self.experiment.post_hoc) + \
+            sum(len(g.rounds) for g in self.experiment.evaluation)
 
 
 @dataclass(frozen=True)
@@ -243,21 +282,21 @@ class LayersRecord:
     device: str
     method: str
     result_kind: str
-    cost: dict[str, Any]
-    coverage: dict[str, Any] | None
-    layers: tuple[dict[str, Any], ...]
+    cost: dict[str, JsonValue]
+    coverage: dict[str, JsonValue] | None
+    layers: tuple[dict[str, JsonValue], ...]
     layer_count: int
     file: str
     warnings: tuple[str, ...] = ()
-    snr: dict[str, Any] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
+    snr: dict[str, JsonValue] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
 
 
 
 @dataclass(frozen=True)
 class CompareRecord:
-    columns: tuple[dict[str, Any], ...]
-    totals: tuple[dict[str, Any], ...]
-    diffs: tuple[dict[str, Any], ...]  # one per column after the first, against the first
+    columns: tuple[dict[str, JsonValue], ...]
+    totals: tuple[dict[str, JsonValue], ...]
+    diffs: tuple[dict[str, JsonValue], ...]  # one per column after the first, against the first
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 

@@ -212,7 +212,7 @@ class TrialResult:
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    params: dict[str, Any]
+    params: dict[str, JsonValue]
     steps: tuple[str, ...]
     problems: tuple[str, ...]  # why this trial will fail (its run.yaml breaks a rule of the device or model)
 

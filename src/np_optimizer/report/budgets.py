@@ -10,9 +10,10 @@ never a pass. Reads JSON only (no torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from np_optimizer.devices import DEVICES
+from np_optimizer.records.parts import NO_COMPILE
 from np_optimizer.records.report import (
     FAIL,
     NOT_CHECKED,
@@ -23,6 +24,7 @@ from np_optimizer.records.report import (
     Pick,
     PipelineRow,
 )
+from np_optimizer.records.results import MetricValue, ProfileResult
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
 if TYPE_CHECKING:
@@ -40,49 +42,49 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
 
 
-def _metric(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
-    return next((m for m in result.get("metrics", []) if m.get("metric_type") == metric_type
-                 and m.get("value") is not None), None)
+def _metric(result: ProfileResult, metric_type: str) -> MetricValue | None:
+    return next((m for m in result.metrics if m.metric_type == metric_type and m.value is not None), None)
 
 
-def _rounds(report: ExperimentReport, row: PipelineRow) -> list[dict[str, Any]]:
+def _rounds(report: ExperimentReport, row: PipelineRow) -> list[ProfileResult]:
     """Successful rounds of the row's checkpoint on the project's device: inline first, then post hoc newest first
     (post-hoc groups already leave out rounds of an older version of the checkpoint)."""
-    device = report.experiment.get("device")
-    rounds = [row.profile] if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else []
+    device = report.experiment.device
+    rounds = [row.profile] if row.profile and row.profile.status == RoundStatus.SUCCESS else []
     for group in report.post_hoc:
         if group.target == row.checkpoint.lower():
-            rounds += [r for r in group.rounds if r.get("device") == device]
+            rounds += [r for r in group.rounds if r.device == device]
     return rounds
 
 
 def _profiled_pick(report: ExperimentReport, row: PipelineRow, metric_type: str) -> Pick:
     rounds = _rounds(report, row)
-    measured = sorted((r for r in rounds if r.get("result_kind") == "measured" and _metric(r, metric_type)),
-                      key=lambda r: str(r.get("started_at", "")), reverse=True)
-    estimated = [r for r in rounds if r.get("result_kind") == "estimated" and _metric(r, metric_type)]
+    measured = sorted((r for r in rounds if r.result_kind == "measured" and _metric(r, metric_type)),
+                      key=lambda r: r.started_at, reverse=True)
+    estimated = [r for r in rounds if r.result_kind == "estimated" and _metric(r, metric_type)]
     for kind, found in (("measured", measured), ("estimated", estimated)):
         if found:
             result = found[0]
-            metric = _metric(result, metric_type) or {}
-            how = "inline in np run" if result.get("trigger") == "RUN_INLINE" else "np profile (post hoc)"
-            if str(metric.get("source") or "").startswith("static count"):
+            metric = _metric(result, metric_type)
+            assert metric is not None  # found holds rounds that give it
+            how = "inline in np run" if result.trigger == "RUN_INLINE" else "np profile (post hoc)"
+            if (metric.source or "").startswith("static count"):
                 kind = "static"  # weight bytes an on-device round copies from the job record: not measured
-            return Pick(float(metric["value"]), kind, f"{result.get('method')} on {result.get('device')}, {how}: "
-                        f"{metric.get('source') or kind}", result.get("measurement_id"))
+            return Pick(float(metric.value), kind, f"{result.method} on {result.device}, {how}: "
+                        f"{metric.source or kind}", result.measurement_id)
     return Pick(None, reason=_why_missing(report, row, metric_type))
 
 
 def _why_missing(report: ExperimentReport, row: PipelineRow, metric_type: str) -> str:
-    device_name = str(report.experiment.get("device", ""))
+    device_name = str(report.experiment.device or "")
     if not row.finished:
         return f"{row.model} is not finished"
     if row.status == JobStatus.FAILED:
         return f"{row.model} failed"
     device = _BY_NAME.get(device_name)
-    methods = {str(r.get("method")) for r in _rounds(report, row)}
-    others = {str(r.get("device")) for g in report.post_hoc if g.target == row.checkpoint.lower()
-              for r in g.rounds if r.get("device") != device_name}
+    methods = {r.method for r in _rounds(report, row)}
+    others = {r.device for g in report.post_hoc if g.target == row.checkpoint.lower()
+              for r in g.rounds if r.device != device_name}
     elsewhere = f"; rounds on {', '.join(sorted(others))} are of another device and are not used" if others else ""
     if not methods:
         return f"{row.checkpoint.lower()} has no successful profile round on {device_name}{elsewhere}"
@@ -104,25 +106,25 @@ def pick_value(report: ExperimentReport, row: PipelineRow, metric_type: str) -> 
     if metric_type == "SNR":
         if row.checkpoint == "INPUT_MODEL":
             return Pick(None, reason="INPUT_MODEL is the reference SNR is measured against")
-        if metric is not None and metric.get("identical"):
+        if metric is not None and metric.identical:
             return Pick(float("inf"), "fidelity", "outputs identical to INPUT_MODEL's")
-        if metric is not None and metric.get("value") is not None:
-            return Pick(float(metric["value"]), "fidelity",
-                        f"min over outputs vs INPUT_MODEL, on {metric.get('source') or 'the evaluation inputs'}")
+        if metric is not None and metric.value is not None:
+            return Pick(float(metric.value), "fidelity",
+                        f"min over outputs vs INPUT_MODEL, on {metric.source or 'the evaluation inputs'}")
         return Pick(None, reason=f"{row.model} has no SNR (its fidelity check did not run or failed)")
     if metric_type in ("TOP1_ACCURACY", "TOP5_ACCURACY"):
-        if metric is not None and metric.get("value") is not None:
-            return Pick(float(metric["value"]), "evaluated",
-                        f"{metric.get('source') or 'the evaluator'}; {metric.get('samples')} samples of "
-                        f"{metric.get('dataset') or 'the dataset'}")
+        if metric is not None and metric.value is not None:
+            return Pick(float(metric.value), "evaluated",
+                        f"{metric.source or 'the evaluator'}; {metric.samples} samples of "
+                        f"{metric.dataset or 'the dataset'}")
         return Pick(None, reason=f"{row.model} has no {metric_type.split('_')[0].title()} accuracy: attach a labelled "
                     "dataset (np datasets add) and list the checkpoint under evaluate: (or run np evaluate)")
     if metric_type == "PTE_SIZE":
-        lowering = row.lowering or {}
-        if metric is not None and metric.get("value") and lowering.get("status") != CompileStatus.UNSUPPORTED:
-            return Pick(float(metric["value"]), "static",
-                        f"bytes of the .pte compiled for {report.experiment.get('device')}")
-        return Pick(None, reason=lowering.get("reason") or f"{row.model} has no compiled .pte")
+        lowering = row.lowering or NO_COMPILE
+        if metric is not None and metric.value and lowering.status != CompileStatus.UNSUPPORTED:
+            return Pick(float(metric.value), "static",
+                        f"bytes of the .pte compiled for {report.experiment.device}")
+        return Pick(None, reason=lowering.reason or f"{row.model} has no compiled .pte")
     return Pick(None, reason=f"unknown metric {metric_type}")
 
 

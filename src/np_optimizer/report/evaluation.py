@@ -4,12 +4,14 @@ Reads report.json's `evaluation` part only (no torch)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.records.report import EvaluationGroup, RowMetric
+from np_optimizer.records.results import EvaluationResult, MetricValue
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
 if TYPE_CHECKING:
+    from np_optimizer.records.index import EvaluationIndex
     from np_optimizer.records.report import PipelineRow, Table
 
 __all__ = ["EvaluationGroup", "ROW_METRICS", "apply_evaluation", "evaluation_groups", "evaluation_tables",
@@ -22,65 +24,56 @@ _HEADERS = {"TOP1_ACCURACY": "Top1", "TOP5_ACCURACY": "Top5", "SNR": "SNR(dB)", 
 BEST_RULE = "lowest latency, then highest Top1 accuracy, then highest SNR"
 
 
-@dataclass
-class EvaluationGroup:
-    target: str
-    rounds: list[dict[str, Any]]  # SUCCESS rounds of the current checkpoint, newest first
-    hidden: dict[str, int]
-
-
 def metric_header(metric_type: str) -> str:
     return _HEADERS.get(metric_type, metric_type)
 
 
-def metric_cell(metric: dict[str, Any] | None) -> str:
-    if metric is None or metric.get("value") is None:
+def metric_cell(metric: MetricValue | None) -> str:
+    if metric is None or metric.value is None:
         return "-"
-    value = float(metric["value"])
-    if metric.get("unit") == "fraction":
+    value = float(metric.value)
+    if metric.unit == "fraction":
         return f"{value:.4f}"
-    return f"{value:.2f}" if metric.get("metric_type") == "SNR" else f"{value:.3g}"
+    return f"{value:.2f}" if metric.metric_type == "SNR" else f"{value:.3g}"
 
 
-def _current(result: dict[str, Any], shas: dict[str, str | None]) -> bool:
-    sha = shas.get(str(result.get("checkpoint")))
-    return not sha or result.get("checkpoint_sha256") == sha
+def _current(result: EvaluationResult, shas: dict[str, str | None]) -> bool:
+    sha = shas.get(result.checkpoint)
+    return not sha or result.checkpoint_sha256 == sha
 
 
-def apply_evaluation(rows: list[PipelineRow], evaluation: dict[str, Any] | None, shas: dict[str, str | None]) -> None:
+def apply_evaluation(rows: list[PipelineRow], evaluation: EvaluationIndex, shas: dict[str, str | None]) -> None:
     """Put each row's evaluation metrics (with their source and sample count) into `row.metrics`."""
-    evaluation = evaluation or {}
-    inline = {r.get("checkpoint"): r for r in evaluation.get("results", [])
-              if r.get("status") == RoundStatus.SUCCESS and _current(r, shas)}
-    post_hoc: dict[Any, dict[str, Any]] = {}
-    for r in evaluation.get("post_hoc", []):  # time order: the newest wins
-        if r.get("status") == RoundStatus.SUCCESS and _current(r, shas):
-            post_hoc[r.get("checkpoint")] = r
+    inline = {r.checkpoint: r for r in evaluation.results if r.status == RoundStatus.SUCCESS and _current(r, shas)}
+    post_hoc: dict[str, EvaluationResult] = {}
+    for r in evaluation.post_hoc:  # time order: the newest wins
+        if r.status == RoundStatus.SUCCESS and _current(r, shas):
+            post_hoc[r.checkpoint] = r
     for row in rows:
         result = inline.get(row.checkpoint) or post_hoc.get(row.checkpoint)
         if result is None:
             continue
-        for metric in result.get("metrics", []):
-            if metric["metric_type"] in ROW_METRICS:
-                row.metrics[metric["metric_type"]] = {**metric, "trigger": result.get("trigger"),
-                                                      "samples": result.get("samples"),
-                                                      "dataset": (result.get("dataset") or {}).get("name")}
+        for metric in result.metrics:
+            if metric.metric_type in ROW_METRICS:
+                row.metrics[metric.metric_type] = RowMetric.of(
+                    metric, trigger=result.trigger, samples=result.samples,
+                    dataset=result.dataset.name if result.dataset is not None else None)
 
 
-def evaluation_groups(evaluation: dict[str, Any] | None, shas: dict[str, str | None]) -> list[EvaluationGroup]:
+def evaluation_groups(evaluation: EvaluationIndex, shas: dict[str, str | None]) -> list[EvaluationGroup]:
     groups: dict[str, EvaluationGroup] = {}
-    for r in (evaluation or {}).get("post_hoc", []):
-        target = str(r.get("checkpoint", "")).lower()
+    for r in evaluation.post_hoc:
+        target = r.checkpoint.lower()
         group = groups.setdefault(target, EvaluationGroup(target, [], {}))
         if not _current(r, shas):
             group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
-        elif r.get("status") == RoundStatus.SUCCESS:
+        elif r.status == RoundStatus.SUCCESS:
             group.rounds.append(r)
         else:
-            status = str(r.get("status", "unknown")).lower()
+            status = str(r.status or "unknown").lower()
             group.hidden[status] = group.hidden.get(status, 0) + 1
     for group in groups.values():
-        group.rounds.sort(key=lambda r: str(r.get("started_at", "")), reverse=True)
+        group.rounds.sort(key=lambda r: r.started_at, reverse=True)
     return list(groups.values())
 
 
@@ -90,16 +83,16 @@ def evaluation_tables(groups: list[EvaluationGroup]) -> list[Table]:
 
     tables = []
     for group in groups:
-        names = list(dict.fromkeys(m["metric_type"] for r in group.rounds for m in r.get("metrics", [])))
+        names = list(dict.fromkeys(m.metric_type for r in group.rounds for m in r.metrics))
         cells, plain = [], []
         for r in group.rounds:
-            values = {m["metric_type"]: m for m in r.get("metrics", [])}
-            dataset = (r.get("dataset") or {}).get("name") or "evaluation inputs"
-            source = "pte" if str(r.get("evaluated_on", "")).startswith("the .pte") else "exported program"
-            cells.append([str(r.get("started_at", ""))[:16].replace("T", " "), dataset, f"{source} (vs input_model)",
-                          str(r.get("samples", "")), *(metric_cell(values.get(n)) for n in names)])
-            plain.append([r.get("measurement_id"), r.get("status"), dataset, source, r.get("samples"),
-                          *((values.get(n) or {}).get("value", "") for n in names)])
+            values = {m.metric_type: m for m in r.metrics}
+            dataset = (r.dataset.name if r.dataset is not None else None) or "evaluation inputs"
+            source = "pte" if r.evaluated_on.startswith("the .pte") else "exported program"
+            cells.append([r.started_at[:16].replace("T", " "), dataset, f"{source} (vs input_model)",
+                          str(r.samples), *(metric_cell(values.get(n)) for n in names)])
+            plain.append([r.measurement_id, r.status, dataset, source, r.samples,
+                          *(_plain(values.get(n)) for n in names)])
         hidden = " · ".join(f"{status} {count}" for status, count in sorted(group.hidden.items()))
         tables.append(Table(f"[ np evaluate (post-hoc) — Target: {group.target} ]",
                             ["Started (UTC)", "Dataset", "Source (vs)", "Samples", *(metric_header(n) for n in names)],
@@ -109,13 +102,17 @@ def evaluation_tables(groups: list[EvaluationGroup]) -> list[Table]:
     return tables
 
 
+def _plain(metric: MetricValue | None) -> Any:
+    return "" if metric is None else metric.value
+
+
 def best_row(rows: list[PipelineRow]) -> PipelineRow | None:
     """The reference interface's best model among the step checkpoints (INPUT_MODEL is the reference, no candidate):
     of the finished ones with a latency, accuracy or SNR, the lowest latency, then the highest Top1, then the highest
     SNR (missing values last, ties keep order); else the last finished one. A checkpoint the device cannot run (its
     lowering unsupported or failed: a float checkpoint on an Ethos-U NPU) is no candidate, whatever its estimate."""
     finished = [r for r in rows if r.status in (JobStatus.SUCCESS, JobStatus.REUSED) and r.checkpoint != "INPUT_MODEL"
-                and (r.lowering or {}).get("status", CompileStatus.OK) == CompileStatus.OK]
+                and (r.lowering is None or r.lowering.status == CompileStatus.OK)]
     scored = [r for r in finished if any(r.value(m) is not None for m in ("LATENCY", "TOP1_ACCURACY", "SNR"))]
     if not scored:
         return finished[-1] if finished else None

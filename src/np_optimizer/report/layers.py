@@ -13,7 +13,9 @@ from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
-from np_optimizer.records.report import CompareRecord, LayersRecord
+from np_optimizer.records.codec import to_dict
+from np_optimizer.records.parts import NO_COMPILE
+from np_optimizer.records.report import CompareRecord, LayersRecord, RowMetric
 from np_optimizer.records.status import RoundStatus
 from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace.layout import Experiment
@@ -25,25 +27,26 @@ __all__ = ["layers_record", "checkpoint_layers", "compare_record"]
 def _rows(exp: Experiment) -> list[PipelineRow]:
     """The pipeline rows, each with the newest successful round of its checkpoint that has per-layer data (np run's
     own, or a later np profile of the same checkpoint version) as its profile."""
-    built = build_experiment_report(ExperimentStore(exp).read_report())
+    built = build_experiment_report(ExperimentStore(exp).read_index())
     for row in built.rows:
-        sha = (row.profile or {}).get("checkpoint_sha256")
-        rounds = [r for r in [row.profile or {}, *built.post_hoc_all] if r.get("checkpoint") == row.checkpoint
-                  and r.get("status") == RoundStatus.SUCCESS and (r.get("artifacts") or {}).get("layers")
-                  and (sha is None or r.get("checkpoint_sha256") in (None, sha))]
+        sha = row.profile.checkpoint_sha256 if row.profile is not None else None
+        own = [row.profile] if row.profile is not None else []
+        rounds = [r for r in [*own, *built.post_hoc_all] if r.checkpoint == row.checkpoint
+                  and r.status == RoundStatus.SUCCESS and r.artifacts.get("layers")
+                  and (sha is None or r.checkpoint_sha256 in (None, sha))]
         if rounds:
-            newest = max(rounds, key=lambda r: str(r.get("started_at", "")))
+            newest = max(rounds, key=lambda r: r.started_at)
             if newest is not row.profile:
                 row.profile = newest
-                for metric in newest.get("metrics", []):
-                    row.metrics[metric["metric_type"]] = {**metric, "method": newest.get("method"),
-                                                          "result_kind": newest.get("result_kind")}
+                for metric in newest.metrics:
+                    row.metrics[metric.metric_type] = RowMetric.of(metric, method=newest.method,
+                                                                   result_kind=newest.result_kind)
     return built.rows
 
 
 def _pick(rows: list[PipelineRow], checkpoint: str | None, exp: Experiment) -> PipelineRow:
     """The row of CHECKPOINT (a checkpoint name, OUTPUT_MODEL, or a job folder name); default: the last profiled."""
-    profiled = [r for r in rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS]
+    profiled = [r for r in rows if r.profile and r.profile.status == RoundStatus.SUCCESS]
     if checkpoint is None:
         if not profiled:
             raise NotFoundError(f"No checkpoint of {exp.name} has been profiled.", hint="Run `np run` (with a "
@@ -66,11 +69,11 @@ def _named(rows: list[PipelineRow], checkpoint: str, exp: Experiment) -> Pipelin
 
 
 def _document(exp: Experiment, row: PipelineRow) -> dict[str, Any]:
-    result = row.profile or {}
-    path = layers_path(exp.root, result) if result.get("status") == RoundStatus.SUCCESS else None
+    result = row.profile
+    path = layers_path(exp.root, result) if result and result.status == RoundStatus.SUCCESS else None
     if path is None:
         raise NotFoundError(f"{row.checkpoint} of {exp.name} has no per-layer data"
-                            + (" (it was not profiled)." if not result else f" (its {result.get('method')} round "
+                            + (" (it was not profiled)." if not result else f" (its {result.method} round "
                                "gives none, or was made by an older np)."),
                             hint="On an Ethos-U device: `np profile " + row.checkpoint + " --force`.",
                             code="NP-RPT-404")
@@ -79,14 +82,14 @@ def _document(exp: Experiment, row: PipelineRow) -> dict[str, Any]:
 
 def _no_costs_reason(row: PipelineRow) -> str:
     """Why a checkpoint has no per-layer costs, in the terms of its round."""
-    result = row.profile or {}
+    result = row.profile
     if not result:
         return "not profiled (np profile CHECKPOINT)"
-    method = METHODS.find(str(result.get("method")))
-    reason = method.no_layer_costs(result) if method is not None else None
+    method = METHODS.find(result.method)
+    reason = method.no_layer_costs(to_dict(result)) if method is not None else None
     if reason:
         return reason
-    return f"its {result.get('method')} round has no per-layer file (made by an older np? `np profile CHECKPOINT --force`)"
+    return f"its {result.method} round has no per-layer file (made by an older np? `np profile CHECKPOINT --force`)"
 
 
 def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
@@ -99,7 +102,7 @@ def _graph_document(exp: Experiment, row: PipelineRow) -> dict[str, Any] | None:
         graph = None
     if not isinstance(graph, dict) or not graph.get("ops"):
         return None
-    backend = str((row.lowering or {}).get("device") or "the device")
+    backend = str((row.lowering or NO_COMPILE).device or "the device")
     rows = [{k: op.get(k) for k in ("key", "module", "class", "family", "op_family", "overhead")}
             | {"raw_id": op.get("id"), "graph_macs": op.get("macs"),
                "placement": "delegated" if op.get("delegated") else "CPU"}
@@ -119,7 +122,7 @@ def checkpoint_layers(exp: Experiment, top: int) -> tuple[LayersRecord, ...]:
     rows = _rows(exp)
     out = []
     for row in rows:
-        if row.profile and row.profile.get("status") == RoundStatus.SUCCESS and (row.profile.get("artifacts") or {}).get("layers"):
+        if row.profile and row.profile.status == RoundStatus.SUCCESS and row.profile.artifacts.get("layers"):
             try:
                 out.append(layers_record(exp, row.checkpoint, top, rows=rows))
             except NpError:
@@ -134,7 +137,7 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
     if not rows:
         raise NotFoundError(f"{exp.name} has no checkpoints yet.", hint="Run it first: `np run`.", code="NP-RPT-404")
     row = _pick(rows, checkpoint, exp) if checkpoint or any(
-        r.profile and r.profile.get("status") == RoundStatus.SUCCESS for r in rows) else rows[-1]
+        r.profile and r.profile.status == RoundStatus.SUCCESS for r in rows) else rows[-1]
     try:
         doc = _document(exp, row)
     except NotFoundError:
@@ -142,20 +145,21 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
         if fallback is None:
             raise
         doc = fallback
-    result = row.profile or {}
+    result = row.profile
     numerics, unreadable = read_numerics(exp.root, row.fidelity)
     snr = _snr_by_key(numerics)
     layers = [entry | _snr_fields(snr.get(entry["key"])) if snr else entry for entry in top_layers(doc, top)]
     about = None
     if numerics is not None:
         about = {k: numerics.get(k) for k in ("vs", "unit", "inputs", "source", "evaluated_on")} | {
-            "file": ((row.fidelity or {}).get("layers") or {}).get("file")}
+            "file": row.fidelity.layers.file if row.fidelity is not None and row.fidelity.layers is not None else None}
     elif row.checkpoint == "INPUT_MODEL":
         about = {"vs": None, "unit": "dB", "reference": True,
                  "evaluated_on": "INPUT_MODEL is the reference every other checkpoint's per-layer SNR is measured "
                                  "against"}
-    return LayersRecord(exp.name, row.checkpoint, str(result.get("device")), str(result.get("method")),
-                        str(doc.get("result_kind", result.get("result_kind"))), dict(doc.get("cost") or {}),
+    return LayersRecord(exp.name, row.checkpoint, str(result.device if result else None),
+                        str(result.method if result else None),
+                        str(doc.get("result_kind", result.result_kind if result else None)), dict(doc.get("cost") or {}),
                         doc.get("coverage"), tuple(layers), len(doc.get("layers") or []),
                         doc["_file"], tuple(doc.get("warnings") or ()) + ((unreadable,) if unreadable else ()),
                         about)
@@ -177,9 +181,9 @@ def _snr_fields(row: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _graph_path(exp: Experiment, row: PipelineRow) -> Path | None:
-    folder = ((row.profile or {}).get("compile") or {}).get("folder")
+    folder = row.profile.compile.folder if row.profile is not None else None
     path = exp.root / folder / GRAPH_FILE if folder else None
-    device = (row.lowering or {}).get("device")
+    device = (row.lowering or NO_COMPILE).device
     if (path is None or not path.is_file()) and device:  # the compile np run made for the experiment's device
         path = next((p / "artifacts" / f"compiled_{device}" / GRAPH_FILE for p in sorted(exp.root.iterdir())
                      if p.is_dir() and p.name.endswith("_" + row.checkpoint.lower())), None)
@@ -204,18 +208,18 @@ def _placement(exp: Experiment, row: PipelineRow) -> dict[str, str]:
 
 
 def _totals(row: PipelineRow) -> dict[str, dict[str, Any]]:
-    extras = (row.profile or {}).get("extras") or {}
+    extras: dict[str, Any] = dict(row.profile.extras) if row.profile is not None else {}
     out: dict[str, dict[str, Any]] = {}
     for metric_type in ("LATENCY", "MEMORY", "MODEL_WEIGHT_MEMORY", "MACS", "SNR", "PTE_SIZE"):
         metric = row.metrics.get(metric_type)
-        if metric is None or (metric.get("value") is None and not metric.get("identical")):
+        if metric is None or (metric.value is None and not metric.identical):
             continue
         spread = None
-        if metric_type == "LATENCY" and metric.get("result_kind") == "measured":
+        if metric_type == "LATENCY" and metric.result_kind == "measured":
             spread = (extras.get("latency_ms") or {}).get("iqr")
-        out[metric_type] = {"value": metric.get("value"), "unit": metric.get("unit"),
-                            "coverage": metric.get("coverage"), "spread": spread,
-                            "result_kind": metric.get("result_kind"), "identical": metric.get("identical")}
+        out[metric_type] = {"value": metric.value, "unit": metric.unit,
+                            "coverage": metric.coverage, "spread": spread,
+                            "result_kind": metric.result_kind, "identical": metric.identical}
     delegated, total = row.value("DELEGATED_OPS"), row.value("TOTAL_OPS")
     if total:
         out["DELEGATED_SHARE"] = {"value": round(100.0 * float(delegated or 0) / float(total), 2), "unit": "%"}
@@ -229,11 +233,11 @@ def _targets(exp: Experiment, checkpoints: list[str], others: list[Experiment]) 
     if checkpoints:  # named checkpoints join even unprofiled: their compile still says where each layer runs
         out += [(exp, _named(rows, c, exp)) for c in checkpoints]
     else:
-        out += [(exp, r) for r in rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS]
+        out += [(exp, r) for r in rows if r.profile and r.profile.status == RoundStatus.SUCCESS]
     for other in others:
         other_rows = _rows(other)
         out += [(other, _named(other_rows, c, other)) for c in checkpoints] if checkpoints else \
-            [(other, r) for r in other_rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS]
+            [(other, r) for r in other_rows if r.profile and r.profile.status == RoundStatus.SUCCESS]
     return out
 
 
@@ -259,9 +263,9 @@ def compare_record(exp: Experiment, checkpoints: list[str], others: list[Experim
             warnings.append(f"{owner.name}/{row.checkpoint}: {unreadable}")
         reference = row.checkpoint == "INPUT_MODEL"
         columns.append({"label": label, "experiment": owner.name, "checkpoint": row.checkpoint,
-                        "device": (row.profile or {}).get("device") or (row.lowering or {}).get("device"),
-                        "method": (row.profile or {}).get("method"),
-                        "result_kind": (row.profile or {}).get("result_kind"), "totals": _totals(row),
+                        "device": (row.profile.device if row.profile else None) or (row.lowering or NO_COMPILE).device,
+                        "method": row.profile.method if row.profile else None,
+                        "result_kind": row.profile.result_kind if row.profile else None, "totals": _totals(row),
                         "layers": document, "placement": _placement(owner, row),
                         "snr": {} if reference else (_snr_by_key(numerics) if numerics else None),
                         "snr_reference": reference,

@@ -5,10 +5,12 @@ Everything here reads JSON only (no torch), so `np report` starts fast.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from np_optimizer import metrics
 from np_optimizer.devices import DEVICES
+from np_optimizer.records.codec import to_dict
+from np_optimizer.records.index import ExperimentPart, PipelineEntry, ReportIndex
 from np_optimizer.records.report import (
     FINISHED,
     ExperimentReport,
@@ -16,7 +18,9 @@ from np_optimizer.records.report import (
     PostHocGroup,
     ProjectReport,
     ProjectRow,
+    RowMetric,
 )
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.records.status import RoundStatus
 
 __all__ = ["PipelineRow", "PostHocGroup", "ExperimentReport", "ProjectRow", "ProjectReport", "build_experiment_report",
@@ -26,68 +30,60 @@ HEADLINE = tuple(str(m) for m in metrics.HEADLINE)
 _BY_NAME = {d.name: d for d in DEVICES}
 
 
-def _metric(metric_type: str, value: Any, unit: str, **extra: Any) -> dict[str, Any]:
-    return {"metric_type": metric_type, "value": value, "unit": unit, "comparison_model": None,
-            "component_name": None, **extra}
-
-
-def _row(entry: dict[str, Any], result: dict[str, Any] | None, listed: set[str]) -> PipelineRow:
-    checkpoint = entry.get("checkpoint", "")
-    row = PipelineRow(model="input_model" if entry.get("step_type") == "input_model" else entry.get("job", ""),
-                      checkpoint=checkpoint, step_type=entry.get("step_type", ""), status=entry.get("status", ""),
-                      profile=result, listed=checkpoint in listed, lowering=entry.get("lowering"),
-                      fidelity=entry.get("fidelity"))
-    if result is not None and result.get("status") == RoundStatus.SUCCESS:
-        for metric in result.get("metrics", []):
-            row.metrics[metric["metric_type"]] = {**metric, "method": result.get("method"),
-                                                  "result_kind": result.get("result_kind")}
-    fidelity = (entry.get("fidelity") or {}).get("program") or {}
-    if checkpoint != "INPUT_MODEL" and fidelity:
-        snr = fidelity.get("snr_db")
-        identical = bool(fidelity.get("snr_identical"))
-        row.metrics["SNR"] = _metric("SNR", snr, "dB", comparison_model="INPUT_MODEL", identical=identical,
-                                     source=(entry.get("fidelity") or {}).get("evaluated_on", ""))
-        row.metrics["MAX_ABS_ERROR"] = _metric("MAX_ABS_ERROR", fidelity.get("max_abs_error"), "abs",
-                                               comparison_model="INPUT_MODEL")
-    lowering = entry.get("lowering") or {}
-    if lowering.get("pte_bytes"):
-        row.metrics["PTE_SIZE"] = _metric("PTE_SIZE", lowering["pte_bytes"], "B")
-        total = (lowering.get("delegated_ops") or 0) + (lowering.get("non_delegated_ops") or 0)
-        row.metrics["DELEGATED_OPS"] = _metric("DELEGATED_OPS", lowering.get("delegated_ops"), "ops")
-        row.metrics["TOTAL_OPS"] = _metric("TOTAL_OPS", total, "ops")
+def _row(entry: PipelineEntry, result: ProfileResult | None, listed: set[str]) -> PipelineRow:
+    checkpoint = entry.checkpoint
+    row = PipelineRow(model="input_model" if entry.step_type == "input_model" else entry.job,
+                      checkpoint=checkpoint, step_type=entry.step_type, status=entry.status,
+                      profile=result, listed=checkpoint in listed,
+                      lowering=entry.lowering,
+                      fidelity=entry.fidelity)
+    if result is not None and result.status == RoundStatus.SUCCESS:
+        for metric in result.metrics:
+            row.metrics[metric.metric_type] = RowMetric.of(metric, method=result.method,
+                                                           result_kind=result.result_kind)
+    program = entry.fidelity.program
+    if checkpoint != "INPUT_MODEL" and program is not None and to_dict(program):
+        row.metrics["SNR"] = RowMetric("SNR", program.snr_db, "dB", comparison_model="INPUT_MODEL",
+                                       identical=program.snr_identical, source=entry.fidelity.evaluated_on or "")
+        row.metrics["MAX_ABS_ERROR"] = RowMetric("MAX_ABS_ERROR", program.max_abs_error, "abs",
+                                                 comparison_model="INPUT_MODEL")
+    lowering = entry.lowering
+    if lowering is not None and lowering.pte_bytes:
+        row.metrics["PTE_SIZE"] = RowMetric("PTE_SIZE", lowering.pte_bytes, "B")
+        total = (lowering.delegated_ops or 0) + (lowering.non_delegated_ops or 0)
+        row.metrics["DELEGATED_OPS"] = RowMetric("DELEGATED_OPS", lowering.delegated_ops, "ops")
+        row.metrics["TOTAL_OPS"] = RowMetric("TOTAL_OPS", total, "ops")
     return row
 
 
-def _of_older_checkpoint(result: dict[str, Any] | None, current_sha: str | None) -> bool:
-    """Was this result taken of another version (another sha256) of the checkpoint than the current one?"""
-    sha = (result or {}).get("checkpoint_sha256")
+def _of_older_checkpoint(sha: str | None, current_sha: str | None) -> bool:
+    """Was a result taken of another version (another sha256, `sha`) of the checkpoint than the current one?"""
     return bool(sha and current_sha and sha != current_sha)
 
 
-def _groups(post_hoc: list[dict[str, Any]], current: dict[str, str | None]) -> list[PostHocGroup]:
+def _groups(post_hoc: Sequence[ProfileResult], current: dict[str, str | None]) -> list[PostHocGroup]:
     """One group per checkpoint; rounds of an older version of it (another sha256) are counted as stale."""
     groups: dict[str, PostHocGroup] = {}
     for result in post_hoc:
-        if result.get("trigger") != "POSTHOC":
+        if result.trigger != "POSTHOC":
             continue
-        target = str(result.get("checkpoint", "")).lower()
-        group = groups.setdefault(target, PostHocGroup(target, result.get("job", ""), [], {}))
-        if _of_older_checkpoint(result, current.get(str(result.get("checkpoint")))):
+        target = result.checkpoint.lower()
+        group = groups.setdefault(target, PostHocGroup(target, result.job, [], {}))
+        if _of_older_checkpoint(result.checkpoint_sha256, current.get(result.checkpoint)):
             group.hidden["stale (older checkpoint)"] = group.hidden.get("stale (older checkpoint)", 0) + 1
-        elif result.get("status") == RoundStatus.SUCCESS:
+        elif result.status == RoundStatus.SUCCESS:
             group.rounds.append(result)
         else:
-            status = str(result.get("status", "unknown")).lower()
+            status = str(result.status or "unknown").lower()
             group.hidden[status] = group.hidden.get(status, 0) + 1
     for group in groups.values():
-        group.rounds.sort(key=lambda r: r.get("started_at", ""), reverse=True)
+        group.rounds.sort(key=lambda r: r.started_at, reverse=True)
     return list(groups.values())
 
 
-def _scope_warning(report: dict[str, Any], rows: list[PipelineRow], method: str | None, *,
+def _scope_warning(experiment: ExperimentPart, rows: list[PipelineRow], method: str | None, *,
                    measured_post_hoc: bool = False) -> list[str]:
-    experiment = report.get("experiment", {})
-    device = _BY_NAME.get(experiment.get("device", ""))
+    device = _BY_NAME.get(experiment.device or "")
     if device is None or method is None:
         return []
     support = device.method(method)
@@ -103,23 +99,24 @@ def _scope_warning(report: dict[str, Any], rows: list[PipelineRow], method: str 
             f"those columns are omitted. {support.note} {where}"]
 
 
-def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
-    profile = report.get("profile") or {}
-    listed = set(profile.get("listed") or [])
-    results = {r.get("checkpoint"): r for r in profile.get("results", [])}
-    pipeline = report.get("pipeline") or {}
+def build_experiment_report(index: ReportIndex) -> ExperimentReport:
+    """The experiment view of report.json's index (ExperimentStore.read_index)."""
+    profile = index.profile
+    listed = set(profile.listed)
+    results = {r.checkpoint: r for r in profile.results}
+    pipeline = index.pipeline
     # OUTPUT_MODEL is an alias: listed names resolve to the concrete checkpoint in results
-    listed |= {r.get("checkpoint") for r in profile.get("results", [])}
-    entries = ([pipeline["input_model"]] if pipeline.get("input_model") else []) + list(pipeline.get("steps", []))
-    current: dict[str, str | None] = {e.get("checkpoint"): (e.get("output") or {}).get("sha256") for e in entries}
-    stale = {name for name, sha in current.items() if _of_older_checkpoint(results.get(name), sha)}
-    rows = [_row(e, None if e.get("checkpoint") in stale else results.get(e.get("checkpoint")), listed)
-            for e in entries]
-    enabled = bool(profile.get("enabled"))
-    method = profile.get("method")
-    measured = any(r.get("trigger") == "POSTHOC" and r.get("status") == RoundStatus.SUCCESS and r.get("result_kind") == "measured"
-                   for r in report.get("post_hoc") or [])
-    warnings = _scope_warning(report, rows, method, measured_post_hoc=measured)
+    listed |= {r.checkpoint for r in profile.results}
+    entries = ([pipeline.input_model] if pipeline.input_model else []) + list(pipeline.steps)
+    current: dict[str, str | None] = {e.checkpoint: e.output.sha256 if e.output else None for e in entries}
+    stale = {name for name, sha in current.items()
+             if name in results and _of_older_checkpoint(results[name].checkpoint_sha256, sha)}
+    rows = [_row(e, None if e.checkpoint in stale else results.get(e.checkpoint), listed) for e in entries]
+    enabled = profile.enabled
+    method = profile.method
+    measured = any(r.trigger == "POSTHOC" and r.status == RoundStatus.SUCCESS and r.result_kind == "measured"
+                   for r in index.post_hoc)
+    warnings = _scope_warning(index.experiment, rows, method, measured_post_hoc=measured)
     if stale:  # an interrupted run can leave profile results of the checkpoints its steps have since replaced
         warnings.append(f"{', '.join(n.lower() for n in current if n in stale)}: the profile result in report.json is of an older checkpoint (another "
                         "sha256) and is not shown; `np run --retry` or `np profile` profiles the current one.")
@@ -127,42 +124,43 @@ def build_experiment_report(report: dict[str, Any]) -> ExperimentReport:
         warnings.append("run.yaml has no profile section, so nothing was profiled in np run; "
                         "add `profile:` or use `np profile`.")
     for entry in entries:  # what a step warned of (calibration, weights left float, zeroed activations)
-        for text in entry.get("warnings") or []:
+        for text in entry.warnings:
             if not str(text).startswith("Lowering "):  # the PTE Size column's footnote says that one
-                warnings.append(f"{entry.get('job')}: {text}")
+                warnings.append(f"{entry.job}: {text}")
     notices: dict[str, list[str]] = {}
-    for row in rows:
-        if row.profile is None:
+    for entry in entries:
+        result = None if entry.checkpoint in stale else results.get(entry.checkpoint)
+        if result is None:
             continue
-        for text in row.profile.get("warnings", []):
+        name = entry.checkpoint.lower()
+        for text in result.warnings:
             if text not in warnings and not text.startswith("MLIA estimates Arm Ethos-U NPUs only"):
-                warnings.append(f"{row.checkpoint.lower()}: {text}")
-        for text in row.profile.get("notices", []):
-            notices.setdefault(text, []).append(row.checkpoint.lower())
-        if row.profile.get("status") == RoundStatus.FAILED and row.profile.get("error"):
-            warnings.append(f"{row.checkpoint.lower()}: profiling failed: {row.profile['error'].get('message')}")
-    post_hoc = list(report.get("post_hoc") or [])
+                warnings.append(f"{name}: {text}")
+        for text in result.notices:
+            notices.setdefault(text, []).append(name)
+        error = to_dict(result.error) if result.error is not None else {}
+        if result.status == RoundStatus.FAILED and error:
+            warnings.append(f"{name}: profiling failed: {error.get('message')}")
     from np_optimizer.report.evaluation import apply_evaluation, best_row, evaluation_groups
 
-    evaluation = report.get("evaluation") if isinstance(report.get("evaluation"), dict) else {}
+    evaluation = index.evaluation
     apply_evaluation(rows, evaluation, current)
     best = best_row(rows)
-    return ExperimentReport(experiment=dict(report.get("experiment") or {}), rows=rows,
-                            post_hoc=_groups(post_hoc, current),
-                            post_hoc_all=sorted(post_hoc, key=lambda r: r.get("started_at", "")),
+    return ExperimentReport(experiment=index.experiment, rows=rows,
+                            post_hoc=_groups(index.post_hoc, current),
+                            post_hoc_all=sorted(index.post_hoc, key=lambda r: r.started_at),
                             profiling_enabled=enabled, method=method, warnings=warnings,
                             notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()],
                             evaluation=list(evaluation_groups(evaluation, current)),
-                            evaluation_all=[*(evaluation or {}).get("results", []),
-                                            *(evaluation or {}).get("post_hoc", [])],
+                            evaluation_all=[*index.evaluation.results, *index.evaluation.post_hoc],
                             best=best.model if best else None)
 
 
-def measured_rounds(report: ExperimentReport) -> list[dict[str, Any]]:
+def measured_rounds(report: ExperimentReport) -> list[ProfileResult]:
     """The successful measured rounds of an experiment: np run's own, then the post-hoc ones."""
-    rounds = [r.profile for r in report.rows if r.profile and r.profile.get("status") == RoundStatus.SUCCESS
-              and r.profile.get("result_kind") == "measured"]
-    return rounds + [r for g in report.post_hoc for r in g.rounds if r.get("result_kind") == "measured"]
+    rounds = [r.profile for r in report.rows if r.profile and r.profile.status == RoundStatus.SUCCESS
+              and r.profile.result_kind == "measured"]
+    return rounds + [r for g in report.post_hoc for r in g.rounds if r.result_kind == "measured"]
 
 
 def steps_label(step_types: list[str]) -> str:

@@ -28,16 +28,15 @@ def experiment_pages(record: ReportRecord) -> list[ExperimentPage]:
     pages = []
     for exp in Project(Path(record.folder)).experiments():
         try:
-            built = build_experiment_report(ExperimentStore(exp).read_report())
+            built = build_experiment_report(ExperimentStore(exp).read_index())
         except NpError:  # the project table says "unreadable"; the page goes on with the others
             continue
-        built.experiment.setdefault("name", exp.name)
         pages.append(_page(built, exp.root, None))
     return pages
 
 
 def _page(report: ExperimentReport, folder: Path, record: ReportRecord | None) -> ExperimentPage:
-    name = str(report.experiment.get("name", folder.name))
+    name = report.experiment.name
     samples = _samples(report, folder)
     layers = checkpoint_layers(Experiment(folder), LAYERS_SHOWN)
     if record is not None and record.budgets is not None:
@@ -58,7 +57,7 @@ def _samples(report: ExperimentReport, folder: Path) -> dict[str, list[float]]:
     """The raw latency samples of each measured round that recorded a file of them (unreadable files left out)."""
     found: dict[str, list[float]] = {}
     for result in measured_rounds(report):
-        raw = (result.get("artifacts") or {}).get("raw")
+        raw = result.artifacts.get("raw")
         if not raw:
             continue
         try:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import BACKENDS
@@ -11,13 +12,16 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.formats import fmt_number, humanize_count, mib
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.metrics import HEADLINE
+from np_optimizer.records.codec import as_object
+from np_optimizer.records.parts import NO_COMPILE
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.report.model import ExperimentReport, PipelineRow, PostHocGroup, ProjectReport, steps_label
 from np_optimizer.report.sortfilter import SortKey
 
 if TYPE_CHECKING:
     from np_optimizer.records import ReportRecord
 
-from np_optimizer.records.report import Table
+from np_optimizer.records.report import RowMetric, Table
 from np_optimizer.records.status import CompileStatus, RoundStatus
 
 __all__ = ["Table", "report_tables", "header_rows", "next_step", "pipeline_table", "post_hoc_tables",
@@ -48,7 +52,7 @@ def report_tables(record: ReportRecord) -> list[Table]:
 
 def header_rows(record: ReportRecord) -> list[list[Any]]:
     """The --plain header section: the scalar fields of the experiment (or project) part of the --json document."""
-    head = record.data.get(record.scope) or {}
+    head = as_object(record.data.get(record.scope))
     return [[k, v] for k, v in head.items() if not isinstance(v, (dict, list))]
 
 
@@ -57,33 +61,45 @@ def next_step(record: ReportRecord) -> str | None:
     (an NPU's figures come from MLIA)."""
     if record.scope != "experiment":
         return None
-    backend = BACKENDS.find(str((record.data.get("experiment") or {}).get("backend")))
+    backend = BACKENDS.find(str(as_object(record.data.get("experiment")).get("backend")))
     on_cpu = backend is not None and backend.runs_on_host
     return "Next: np report --sort latency" + ("   |   np profile --method on-device -d host" if on_cpu else "")
 
 
-def _fmt_snr(metric: dict[str, Any]) -> str:
-    if metric.get("identical"):
+def _fmt_snr(metric: RowMetric) -> str:
+    if metric.identical:
         return "identical"
-    return "-" if metric.get("value") is None else f"{metric['value']:.2f}"
+    return "-" if metric.value is None else f"{metric.value:.2f}"
+
+
+def _value(metric: RowMetric) -> float:
+    """The value of a metric the table shows (a cell is formatted only when it has one)."""
+    assert metric.value is not None
+    return metric.value
 
 
 # (header, metric type, plain column, cell formatter, optional column)
-_Column = tuple[str, str, str, Callable[[dict[str, Any]], str], bool]
+_Column = tuple[str, str, str, Callable[[RowMetric], str], bool]
 _COLUMNS: list[_Column] = [
-    ("Memory(MB)", "MEMORY", "memory_mb", lambda m: fmt_number(m["value"]), False),
-    ("Latency(ms)", "LATENCY", "latency_ms", lambda m: fmt_number(m["value"]), False),
-    ("MACs", "MACS", "macs", lambda m: humanize_count(m["value"]), True),
-    ("Params", "PARAMS", "params", lambda m: humanize_count(m["value"]), True),
-    ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(m['value']):.2f}", True),
+    ("Memory(MB)", "MEMORY", "memory_mb", lambda m: fmt_number(_value(m)), False),
+    ("Latency(ms)", "LATENCY", "latency_ms", lambda m: fmt_number(_value(m)), False),
+    ("MACs", "MACS", "macs", lambda m: humanize_count(m.value), True),
+    ("Params", "PARAMS", "params", lambda m: humanize_count(m.value), True),
+    ("Weight Memory(MB)", "MODEL_WEIGHT_MEMORY", "model_weight_memory_mb", lambda m: f"{mib(_value(m)):.2f}", True),
     ("SNR (vs input)", "SNR", "snr_db", _fmt_snr, True),
-    ("Top1", "TOP1_ACCURACY", "top1_accuracy", lambda m: f"{m['value']:.4f}", True),
-    ("Top5", "TOP5_ACCURACY", "top5_accuracy", lambda m: f"{m['value']:.4f}", True),
+    ("Top1", "TOP1_ACCURACY", "top1_accuracy", lambda m: f"{m.value:.4f}", True),
+    ("Top5", "TOP5_ACCURACY", "top5_accuracy", lambda m: f"{m.value:.4f}", True),
 ]
 
 
+def _coverage(row: PipelineRow) -> dict[str, Any]:
+    """The method's NPU coverage figures of the row's round ({} when it gives none)."""
+    found = row.profile.extras.get("coverage") if row.profile is not None else None
+    return found if isinstance(found, dict) else {}
+
+
 def _coverage_cell(row: PipelineRow) -> str:
-    coverage = ((row.profile or {}).get("extras") or {}).get("coverage")
+    coverage = _coverage(row)
     if not coverage:
         return NO_VALUE
     if coverage.get("npu_op_share_pct") is None:
@@ -92,18 +108,18 @@ def _coverage_cell(row: PipelineRow) -> str:
     return f"{coverage['npu_op_share_pct']:.1f}% / " + ("-" if macs is None else f"{macs:.1f}%")
 
 
-def _plain_value(metric: dict[str, Any] | None, metric_type: str) -> Any:
-    if metric is None or metric.get("value") is None:
+def _plain_value(metric: RowMetric | None, metric_type: str) -> Any:
+    if metric is None or metric.value is None:
         return ""
     if metric_type == "MODEL_WEIGHT_MEMORY":
-        return round(mib(metric["value"]), 4)
-    return metric["value"]
+        return round(mib(metric.value), 4)
+    return metric.value
 
 
 def _gives(row: PipelineRow, metric_type: str, device_name: str) -> bool:
     """Can the row's profiling combination give this metric at all?"""
     device = _BY_NAME.get(device_name)
-    method = (row.profile or {}).get("method")
+    method = row.profile.method if row.profile is not None else None
     if metric_type == "SNR" or device is None or method is None:
         return True
     support = device.method(method)
@@ -114,7 +130,7 @@ def _expected(report: ExperimentReport) -> set[str]:
     """Metrics the experiment's profiling combination gives (so a running experiment already shows their columns),
     plus SNR when there are steps to compare with INPUT_MODEL."""
     expected = {"SNR"} if any(r.checkpoint != "INPUT_MODEL" for r in report.rows) else set()
-    device = _BY_NAME.get(report.experiment.get("device", ""))
+    device = _BY_NAME.get(report.experiment.device or "")
     support = device.method(report.method) if device is not None and report.method else None
     if report.profiling_enabled and support is not None:
         expected |= {str(m) for m in support.metrics}
@@ -127,13 +143,13 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
     Long because: the columns, cells, --plain values, caption and footnotes of one table are decided together.
     """
     experiment = report.experiment
-    device_name = experiment.get("device", "")
+    device_name = experiment.device or ""
     shown = [c for c in _COLUMNS if c[1] in _expected(report) or any(r.value(c[1]) is not None for r in report.rows)]
     lowered = any(r.value("PTE_SIZE") for r in report.rows)
-    backend = BACKENDS.find(str(experiment.get("backend")))
+    backend = BACKENDS.find(str(experiment.backend))
     delegated_column = backend.delegated_column if backend is not None else None
-    methods = {((r.profile or {}).get("method"), (r.profile or {}).get("result_kind")) for r in report.rows
-               if r.profile and r.profile.get("status") == RoundStatus.SUCCESS}
+    methods = {(r.profile.method, r.profile.result_kind) for r in report.rows
+               if r.profile and r.profile.status == RoundStatus.SUCCESS}
     show_method = len(methods) > 1
     columns = ["Model", "Type", "Status"] + [c[0] for c in shown]
     plain_columns = ["model", "type", "status"] + [c[2] for c in shown]
@@ -143,7 +159,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         if delegated_column:
             columns.append(delegated_column)
             plain_columns += ["delegated_ops", "total_ops"]
-    covered = any(((r.profile or {}).get("extras") or {}).get("coverage") for r in report.rows)
+    covered = any(_coverage(r) for r in report.rows)
     if covered:
         columns.append("On NPU (ops / MACs)")
         plain_columns += ["npu_op_share_pct", "npu_mac_share_pct", "partial_totals"]
@@ -162,10 +178,10 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
         plain_line: list[Any] = [row.model, "" if is_input else row.step_type, row.status]
         for header, metric_type, _plain, fmt, _optional in shown:
             metric = row.metrics.get(metric_type)
-            if metric is not None and (metric.get("value") is not None or metric.get("identical")):
-                partial = metric_type == "LATENCY" and bool((row.profile or {}).get("partial"))
+            if metric is not None and (metric.value is not None or metric.identical):
+                partial = metric_type == "LATENCY" and bool(row.profile and row.profile.partial)
                 line.append(fmt(metric) + (" (partial)" if partial else "")  # fewer runs than asked: timeout
-                            + (f" {PARTIAL_MARK}" if metric.get("coverage") else ""))  # NPU part of the model only
+                            + (f" {PARTIAL_MARK}" if metric.coverage else ""))  # NPU part of the model only
             elif metric_type == "SNR" and is_input:
                 line.append("(ref)")  # the reference every SNR is measured against
             else:
@@ -176,7 +192,7 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
             plain_line.append(_plain_value(metric, metric_type))
         if lowered:
             size = row.value("PTE_SIZE")
-            unsupported = (row.lowering or {}).get("status") == CompileStatus.UNSUPPORTED
+            unsupported = (row.lowering or NO_COMPILE).status == CompileStatus.UNSUPPORTED
             if size and not unsupported:
                 change = f" ({(size - input_pte) / input_pte:+.0%})" if input_pte and not is_input else ""
                 line.append(f"{mib(size):.3f}{change}")
@@ -190,33 +206,33 @@ def pipeline_table(report: ExperimentReport, rows: Sequence[PipelineRow], sort: 
                 plain_line += [delegated if total else "", total or ""]
         if covered:
             line.append(_coverage_cell(row))
-            coverage = ((row.profile or {}).get("extras") or {}).get("coverage") or {}
-            marked = sorted({m["metric_type"] for m in row.metrics.values() if m.get("coverage")})
+            coverage = _coverage(row)
+            marked = sorted({m.metric_type for m in row.metrics.values() if m.coverage})
             plain_line += [coverage.get("npu_op_share_pct") or "", coverage.get("npu_mac_share_pct") or "",
                            ",".join(marked)]  # the columns whose value covers the NPU part only
         if show_method:
-            profile = row.profile or {}
-            line.append(f"{profile.get('method')} ({profile.get('result_kind')})" if profile else "-")
-            plain_line.append(profile.get("method", ""))
+            profile = row.profile
+            line.append(f"{profile.method} ({profile.result_kind})" if profile else "-")
+            plain_line.append(profile.method if profile else "")
         cells.append(line)
         plain.append(plain_line)
-    title = f"Experiment: {experiment.get('name', '')}"
+    title = f"Experiment: {experiment.name}"
     if sort:
         title += " (sorted by " + ", ".join(f"{k.token.capitalize()} {'DESC' if k.descending else 'ASC'}"
                                             for k in sort) + ")"
     caption = ""
     if len(methods) == 1:
         method, kind = next(iter(methods))
-        caption = f"Profiled with {method} ({kind}) for {device_name} / {experiment.get('runtime')} / " \
-                  f"{experiment.get('backend')}."
+        caption = f"Profiled with {method} ({kind}) for {device_name} / {experiment.runtime} / " \
+                  f"{experiment.backend}."
     footnotes = [FOOTNOTES[m] for m in (NOT_FINISHED, NO_VALUE) if m in used]
     if NOT_GIVEN in used:
         footnotes.append(f"n/a not given by this method on {device_name}; see the warning below")
     if "lowering" in used:
-        reasons = sorted({(r.lowering or {}).get("reason") or "" for r in rows
-                          if (r.lowering or {}).get("status") == CompileStatus.UNSUPPORTED})
+        reasons = sorted({(r.lowering or NO_COMPILE).reason or "" for r in rows
+                          if (r.lowering or NO_COMPILE).status == CompileStatus.UNSUPPORTED})
         footnotes.append(f"n/a (PTE Size) lowering unsupported on {device_name}: {'; '.join(reasons)}")
-    if any(m.get("coverage") for r in rows for m in r.metrics.values()):
+    if any(m.coverage for r in rows for m in r.metrics.values()):
         footnotes.append(f"{PARTIAL_MARK} partial total: it covers the ops on the NPU only, the rest of the model "
                          "runs on the CPU and was not estimated (see the warning, and np report --layers)")
     if output is not None:
@@ -232,7 +248,7 @@ def _accuracy_footnotes(report: ExperimentReport) -> list[str]:
     from np_optimizer.report.evaluation import BEST_RULE
 
     out = []
-    sources = {(m.get("source"), m.get("trigger")) for r in report.rows for k, m in r.metrics.items()
+    sources = {(m.source, m.trigger) for r in report.rows for k, m in r.metrics.items()
                if k in ("TOP1_ACCURACY", "TOP5_ACCURACY")}
     for source, trigger in sorted(sources, key=str):
         out.append(f"Top1/Top5 (fraction correct{'; np evaluate' if trigger == 'POSTHOC' else ''}): {source}")
@@ -248,14 +264,16 @@ _POST_HOC_PLAIN = ["measurement_ref_id", "status", "device", "runtime", "backend
 _POST_HOC_LEADING = 5  # the columns before the metrics, always shown
 
 
-def _metric_of(result: dict[str, Any], metric_type: str) -> dict[str, Any] | None:
-    return next((m for m in result.get("metrics", []) if m["metric_type"] == metric_type), None)
+def _metric_of(result: ProfileResult, metric_type: str) -> RowMetric | None:
+    metric = result.metric(metric_type)
+    return None if metric is None else RowMetric.of(metric)
 
 
-def _device_cell(result: dict[str, Any]) -> str:
+def _device_cell(result: ProfileResult) -> str:
     """The device, and for a farm round the board it ran on (the labgrid place): `raspberry_pi_5 @ rpi5-a`."""
-    place = ((result.get("provenance") or {}).get("farm") or {}).get("place")
-    return f"{result.get('device', '')} @ {place}" if place else str(result.get("device", ""))
+    farm = result.provenance.get("farm")
+    place = farm.get("place") if isinstance(farm, dict) else None
+    return f"{result.device} @ {place}" if place else result.device
 
 
 def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
@@ -266,12 +284,12 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
         cells, plain = [], []
         for result in group.rounds:
             metrics = [_metric_of(result, t) for t in HEADLINE_ORDER]
-            method = result.get("method", "-") + (" (partial)" if result.get("partial") else "")
-            cells.append([result.get("started_at", "")[:16].replace("T", " "), _device_cell(result),
-                          result.get("runtime", ""), result.get("backend", ""), method,
+            method = result.method + (" (partial)" if result.partial else "")
+            cells.append([result.started_at[:16].replace("T", " "), _device_cell(result),
+                          result.runtime, result.backend, method,
                           *(_cell(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
-            plain.append([result.get("measurement_id"), result.get("status"), result.get("device"),
-                          result.get("runtime"), result.get("backend"), result.get("method"),
+            plain.append([result.measurement_id, result.status, result.device,
+                          result.runtime, result.backend, result.method,
                           *(_plain_value(m, t) for m, t in zip(metrics, HEADLINE_ORDER))])
         keep = [i for i in range(len(_POST_HOC_COLUMNS))
                 if i < _POST_HOC_LEADING or any(line[i] != NO_VALUE for line in cells)]
@@ -286,16 +304,16 @@ def post_hoc_tables(groups: list[PostHocGroup]) -> list[Table]:
 HEADLINE_ORDER = tuple(str(m) for m in HEADLINE)
 
 
-def _cell(metric: dict[str, Any] | None, metric_type: str) -> str:
-    if metric is None or metric.get("value") is None:
+def _cell(metric: RowMetric | None, metric_type: str) -> str:
+    if metric is None or metric.value is None:
         return "-"
-    if metric.get("coverage"):  # a total of the NPU part only never stands unmarked
-        return f"{_cell({k: v for k, v in metric.items() if k != 'coverage'}, metric_type)} {PARTIAL_MARK}"
+    if metric.coverage:  # a total of the NPU part only never stands unmarked
+        return f"{_cell(replace(metric, coverage=None), metric_type)} {PARTIAL_MARK}"
     if metric_type in ("MACS", "PARAMS"):
-        return humanize_count(metric["value"])
+        return humanize_count(metric.value)
     if metric_type == "MODEL_WEIGHT_MEMORY":
-        return f"{mib(metric['value']):.2f}"
-    return fmt_number(metric["value"])
+        return f"{mib(metric.value):.2f}"
+    return fmt_number(metric.value)
 
 
 _PROJECT_COLUMNS = ["Model", "Steps", "Status", "Latency(ms)", "Memory(MB)", "MACs", "Params", "SNR (output vs input)",
@@ -315,10 +333,10 @@ def _project_values(row: PipelineRow | None) -> tuple[list[str], list[Any]]:
              "-" if snr is None else ("identical" if snr == float("inf") else f"{snr:.2f}"),
              "-" if top1 is None else f"{top1:.4f}"]
     for index, metric_type in enumerate(("LATENCY", "MEMORY", "MACS")):  # totals of the NPU part only are marked
-        if (row.metrics.get(metric_type) or {}).get("coverage") and cells[index] != "-":
+        if (row.metrics[metric_type].coverage if metric_type in row.metrics else None) and cells[index] != "-":
             cells[index] += f" {PARTIAL_MARK}"
-    profile = row.profile if row.profile and row.profile.get("status") == RoundStatus.SUCCESS else None
-    method = f"{profile['method']} ({profile['result_kind']})" if profile else "-"  # how latency/memory were had
+    profile = row.profile if row.profile and row.profile.status == RoundStatus.SUCCESS else None
+    method = f"{profile.method} ({profile.result_kind})" if profile else "-"  # how latency/memory were had
     plain = [v if v is not None else "" for v in (latency, memory, macs, params, snr, top1)] + \
         [method if profile else ""]
     return [*cells, method], plain

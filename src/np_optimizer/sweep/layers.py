@@ -37,13 +37,14 @@ def _costs(exp: Experiment, checkpoint: str) -> tuple[dict[str, float], str | No
     except NpError:
         return {}, None
     unit = str(record.cost.get("unit") or record.cost.get("metric") or "") or None
-    return {str(r.get("module")): float(r["cost"]) for r in record.layers if r.get("cost") is not None}, unit
+    return {str(r.get("module")): float(cost) for r in record.layers
+            if isinstance(cost := r.get("cost"), (int, float))}, unit
 
 
 def layer_ranking(exp: Experiment) -> tuple[list[dict[str, Any]], str | None]:
     """The weighted layers of the experiment's GRAPH_QUANTIZE checkpoint, most damaging first (module, snr_db,
     lost_db, cost, cost_unit); or no layers and why."""
-    built = build_experiment_report(ExperimentStore(exp).read_report())
+    built = build_experiment_report(ExperimentStore(exp).read_index())
     row = next((r for r in built.rows if r.step_type == float_step()), None)
     if row is None:
         return [], f"the first trial has no {float_step()} step"

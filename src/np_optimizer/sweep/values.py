@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.records.status import RoundStatus
 from np_optimizer.records.sweep import TrialFigure
 from np_optimizer.report.model import build_experiment_report
@@ -27,17 +28,17 @@ class TrialValues:
     caveats: tuple[str, ...] = ()  # one line per metric that covers part of the model only
 
 
-def _measured(rounds: list[dict[str, Any]], checkpoint: str, sha: str | None, device: str) -> dict[str, Any] | None:
+def _measured(rounds: list[ProfileResult], checkpoint: str, sha: str | None, device: str) -> ProfileResult | None:
     """The newest successful post-hoc round of this checkpoint (these bytes) on `device`."""
-    mine = [r for r in rounds if r.get("checkpoint") == checkpoint and r.get("device") == device
-            and r.get("status") == RoundStatus.SUCCESS and (sha is None or r.get("checkpoint_sha256") == sha)]
-    return max(mine, key=lambda r: str(r.get("started_at", ""))) if mine else None
+    mine = [r for r in rounds if r.checkpoint == checkpoint and r.device == device
+            and r.status == RoundStatus.SUCCESS and (sha is None or r.checkpoint_sha256 == sha)]
+    return max(mine, key=lambda r: r.started_at) if mine else None
 
 
 def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None = None) -> TrialValues:
     """The values of `metrics` for the experiment's last checkpoint (the trial's output); with `measure_on`, the
     metrics its newest measured round on that device gives come from that round."""
-    built = build_experiment_report(ExperimentStore(exp).read_report())
+    built = build_experiment_report(ExperimentStore(exp).read_index())
     row = built.rows[-1]
     values: dict[str, float | None] = {}
     whys: dict[str, str] = {}
@@ -48,7 +49,7 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
         if found is None:
             notes.append(f"no measured round of {row.checkpoint.lower()} on {measure_on}")
         else:
-            measured = {m["metric_type"]: m.get("value") for m in found.get("metrics", [])}
+            measured = {m.metric_type: m.value for m in found.metrics}
     for metric in metrics:
         value = measured[metric] if metric in measured else row.value(metric)
         if value is not None and math.isinf(value):
@@ -56,15 +57,15 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
             whys[metric] = "the outputs are identical to INPUT_MODEL's (no finite SNR)"
         elif value is None:
             why = "not given by this device and method"
-            if row.profile is not None and row.profile.get("status") == RoundStatus.FAILED:
-                why = f"profiling failed: {(row.profile.get('error') or {}).get('message')}"
+            if row.profile is not None and row.profile.status == RoundStatus.FAILED:
+                why = f"profiling failed: {row.profile.error.message if row.profile.error else None}"
             elif row.profile is None and metric not in ("SNR", "MAX_ABS_ERROR", "PTE_SIZE"):
                 why = f"{row.checkpoint.lower()} was not profiled"
             whys[metric] = why
         values[metric] = None if value is None else float(value)
     caveats = []
     for metric in values:
-        coverage = (row.metrics.get(metric) or {}).get("coverage")
+        coverage = (row.metrics[metric].coverage if metric in row.metrics else None)
         if values[metric] is not None and metric not in measured and coverage:  # a total of the NPU part only
             caveats.append(f"{metric.lower()} covers the NPU part only: layers left on the CPU are not estimated "
                            "(np report --layers in its experiment)")

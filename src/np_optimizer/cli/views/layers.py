@@ -11,8 +11,9 @@ from np_optimizer.cli.render import line, out, print_json, print_plain, print_ta
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
-from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, snr_text
+from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, raw_ids_text, snr_text
 from np_optimizer.records import CompareRecord, LayersRecord, to_dict
+from np_optimizer.records.codec import JsonValue, as_list, as_object
 
 __all__ = ["show_layers", "show_compare"]
 
@@ -28,6 +29,7 @@ def _placement(entry: dict[str, Any]) -> str:
 
 def show_layers(record: LayersRecord, mode: str) -> None:
     unit = record.cost.get("unit", "")
+    unit = unit if isinstance(unit, str) else ""
     if mode == "json":
         print_json(to_dict(record))
         return
@@ -37,14 +39,14 @@ def show_layers(record: LayersRecord, mode: str) -> None:
                  e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
                  "identical" if e.get("snr_identical") else e.get("snr_db"),
-                 " ".join(e.get("raw_ids") or [])] for e in record.layers]
+                 " ".join(str(i) for i in as_list(e.get("raw_ids")))] for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), cost_text(e.get("cost"), unit),
               "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", cost_text(e.get("overhead_cost"), unit),
               "-" if layer_macs(e) is None else humanize_count(layer_macs(e)),
               "-" if e.get("util_mac_pct") is None else f"{e['util_mac_pct']:.2f}%", snr_text(e, record.snr),
-              ", ".join((e.get("raw_ids") or [])[:2]) + (" ..." if len(e.get("raw_ids") or []) > 2 else "")]
+              raw_ids_text(e, 2)]
              for e in record.layers]
     title = f"{record.checkpoint}: top {len(record.layers)} of {record.layer_count} layers by {unit} " \
             f"({record.device}, {record.method}, {record.result_kind})"
@@ -73,7 +75,8 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     for text in record.warnings:
         warn(text)
     if coverage.get("partial") and coverage.get("left_out"):
-        warn("Not estimated (run on the CPU): " + ", ".join(e["key"] for e in coverage["left_out"]))
+        warn("Not estimated (run on the CPU): " + ", ".join(str(as_object(e).get("key"))
+                                                             for e in as_list(coverage.get("left_out"))))
 
 
 def _db(value: Any, identical: bool) -> str:
@@ -109,16 +112,21 @@ def _cell(cell: dict[str, Any] | None, first: bool) -> str:
     return text
 
 
+def _rows(diff: dict[str, JsonValue], key: str) -> list[dict[str, JsonValue]]:
+    """A diff's rows of one kind (cost changes, placement changes, SNR drops)."""
+    return [as_object(row) for row in as_list(diff.get(key))]
+
+
 def show_compare(record: CompareRecord, mode: str) -> None:
     if mode == "json":
         print_json(to_dict(record))
         return
-    labels = [c["label"] for c in record.columns]
+    labels = [str(c["label"]) for c in record.columns]
     if mode == "plain":
         rows = []
         for total in record.totals:
-            for column, cell in zip(labels, total["cells"]):
-                if cell is not None:
+            for column, cell in zip(labels, as_list(total["cells"])):
+                if isinstance(cell, dict):
                     value = "identical" if cell.get("identical") else cell.get("value")
                     rows.append([total["metric"], column, value, total["unit"], cell.get("delta", ""),
                                  "" if "significant" not in cell else cell["significant"], cell.get("coverage") or ""])
@@ -127,38 +135,39 @@ def show_compare(record: CompareRecord, mode: str) -> None:
         for diff in record.diffs:
             print_plain(["key", "before", "after", "delta", "field", "significant"],
                         [[c["key"], c["before"], c["after"], c["delta"], c["field"],
-                          "" if c.get("significant") is None else c["significant"]] for c in diff["cost_changes"]],
+                          "" if c.get("significant") is None else c["significant"]] for c in _rows(diff, "cost_changes")],
                         section=f"layer_cost:{diff['other']}")
             print_plain(["key", "before", "after"], [[p["key"], p["before"], p["after"]]
-                                                     for p in diff["placement_changes"]],
+                                                     for p in _rows(diff, "placement_changes")],
                         section=f"layer_placement:{diff['other']}")
             print_plain(["key", "before_db", "after_db", "delta_db"],
                         [[d["key"], "identical" if d["before_identical"] else d["before"], d["after"],
-                          "" if d["delta"] is None else d["delta"]] for d in diff["snr_drops"]],
+                          "" if d["delta"] is None else d["delta"]] for d in _rows(diff, "snr_drops")],
                         section=f"layer_snr:{diff['other']}")
         return
     print_table("Totals (deltas against " + labels[0] + ")", ["Metric", *labels],
-                [[f"{t['label']} ({t['unit']})", *(_cell(c, i == 0) for i, c in enumerate(t["cells"]))]
+                [[f"{t['label']} ({t['unit']})", *(_cell(c if isinstance(c, dict) else None, i == 0) for i, c in enumerate(as_list(t["cells"])))]
                  for t in record.totals],
                 caption=_totals_legend(record.totals))
     for diff in record.diffs:
         out.print()
         field = "share of the total, %" if diff["cost_field"] == "share_pct" else "cost"
-        changes = [[c["key"] + (f" (+ {', '.join(c['merged'])} fused)" if c.get("merged") else ""),
+        cost_changes = _rows(diff, "cost_changes")
+        changes = [[str(c["key"]) + (f" (+ {', '.join(map(str, as_list(c['merged'])))} fused)" if c.get("merged") else ""),
                     c.get("class") or "-", cost_text(c["before"]), cost_text(c["after"]),
                     cost_text(c["delta"]) + (" n.s." if c.get("significant") is False else "")]
-                   for c in diff["cost_changes"]]
+                   for c in cost_changes]
         if changes:
-            spread = any(c.get("significant") is False for c in diff["cost_changes"])
+            spread = any(c.get("significant") is False for c in cost_changes)
             print_table(f"Layers whose {field} changed most: {diff['base']} -> {diff['other']}",
                         ["Layer", "Class", "Before", "After", "Change"], changes,
                         caption="n.s.: within the larger of the two layers' measured spreads (IQR over the traced "
                                 "runs)" if spread else None)
-        moves = [[p["key"], p["before"], p["after"]] for p in diff["placement_changes"]]
+        moves = [[p["key"], p["before"], p["after"]] for p in _rows(diff, "placement_changes")]
         if moves:
             print_table(f"Layers that moved: {diff['base']} -> {diff['other']}", ["Layer", "Before", "After"], moves)
-        drops = [[d["key"], d.get("class") or "-", _db(d["before"], d["before_identical"]), _db(d["after"], False),
-                  "-" if d["delta"] is None else f"{d['delta']:+.1f}"] for d in diff["snr_drops"]]
+        drops = [[d["key"], d.get("class") or "-", _db(d["before"], bool(d["before_identical"])), _db(d["after"], False),
+                  "-" if d["delta"] is None else f"{d['delta']:+.1f}"] for d in _rows(diff, "snr_drops")]
         if drops:
             print_table(f"Layers whose SNR dropped most: {diff['base']} -> {diff['other']}",
                         ["Layer", "Class", "Before (dB)", "After (dB)", "Change"], drops,

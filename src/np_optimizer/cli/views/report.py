@@ -9,6 +9,7 @@ from np_optimizer.cli.render import heading, line, out, print_json, print_plain,
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.errors import UsageError
 from np_optimizer.records import ReportRecord, Table
+from np_optimizer.records.codec import as_object
 from np_optimizer.records.status import BudgetStatus
 
 __all__ = ["print_budget_outcome"]
@@ -110,4 +111,4 @@ def junit_file(record: ReportRecord, target: Path | None) -> Path:
     if record.budgets is None or target is None:
         raise UsageError("JUnit output needs checked budgets and a file.", hint="np report --check --junit FILE.",
                          code="NP-RPT-400")
-    return write_junit(target, record.budgets, str(record.data.get("experiment", {}).get("name", "")))
+    return write_junit(target, record.budgets, str(as_object(record.data.get("experiment")).get("name", "")))

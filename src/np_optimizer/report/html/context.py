@@ -5,7 +5,6 @@ warnings, the glossary and the budgets. Reads files only (no torch)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup
 
@@ -13,7 +12,9 @@ from np_optimizer.config.budgets import BUDGET_METRICS, Budget
 from np_optimizer.formats import fmt_metric, is_finite
 from np_optimizer.metrics import SHOWN
 from np_optimizer.records import ExperimentPage
-from np_optimizer.records.report import FAIL, NOT_CHECKED, PASS, Table
+from np_optimizer.records.parts import NO_COMPILE
+from np_optimizer.records.report import FAIL, NOT_CHECKED, PASS, RowMetric, Table
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.records.status import CompileStatus, RoundStatus
 from np_optimizer.report.budgets import BudgetVerdict
 from np_optimizer.report.html.charts import Bar, BudgetLine, Series, bar_chart
@@ -97,12 +98,12 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
         text = "(ref)" if metric_type == "SNR" and row.checkpoint == "INPUT_MODEL" else (
             "-" if row.finished else "--")
         return Cell(text, metric_type)
-    if metric.get("identical"):
-        return Cell("identical", metric_type, None, identical=True, title=str(metric.get("source") or ""))
-    lowering = row.lowering or {}
-    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.get("status") == CompileStatus.UNSUPPORTED:
-        return Cell("n/a", metric_type, title=str(lowering.get("reason") or "lowering unsupported on this device"))
-    value = metric.get("value")
+    if metric.identical:
+        return Cell("identical", metric_type, None, identical=True, title=str(metric.source or ""))
+    lowering = row.lowering or NO_COMPILE
+    if metric_type in ("PTE_SIZE", "DELEGATED_OPS") and lowering.status == CompileStatus.UNSUPPORTED:
+        return Cell("n/a", metric_type, title=str(lowering.reason or "lowering unsupported on this device"))
+    value = metric.value
     if not is_finite(value):
         return Cell("-", metric_type)
     text = fmt_metric(metric_type, float(value))
@@ -113,29 +114,29 @@ def _cell(row: PipelineRow, metric_type: str, base: PipelineRow | None) -> Cell:
     base_value = base.value(metric_type) if base is not None and base is not row else None
     if metric_type not in ("SNR", "DELEGATED_OPS", "MAX_ABS_ERROR") and is_finite(base_value) and base_value:
         delta = f"{(float(value) - float(base_value)) / float(base_value):+.0%}"
-    return Cell(text, metric_type, float(value), delta, metric_kind(metric, str(metric.get("result_kind") or "")),
-                str(metric.get("source") or ""))
+    return Cell(text, metric_type, float(value), delta, metric_kind(metric, str(metric.result_kind or "")),
+                str(metric.source or ""))
 
 
 def _columns(report: ExperimentReport) -> list[tuple[str, str, str]]:
     present = {t for r in report.rows for t, m in r.metrics.items()
-               if m.get("value") is not None or m.get("identical")} - _NOT_COLUMNS
+               if m.value is not None or m.identical} - _NOT_COLUMNS
     known = [t for t in SHOWN if t in present]
     others = sorted(present - set(SHOWN))  # metrics other views add (accuracy...) get a column of their own
-    units = {t: str(next(r.metrics[t].get("unit") for r in report.rows if t in r.metrics)) for t in others}
+    units = {t: str(next(r.metrics[t].unit for r in report.rows if t in r.metrics)) for t in others}
     return [(t, SHOWN[t][0], SHOWN[t][1]) for t in known] + \
         [(t, t.replace("_", " ").capitalize(), units[t]) for t in others]
 
 
-def metric_kind(metric: dict[str, Any], result_kind: str) -> str:
+def metric_kind(metric: RowMetric, result_kind: str) -> str:
     """estimated | measured, or static for a count a round carries but did not measure or estimate (the weight
     bytes, MACs and params an on-device round takes from the job record)."""
-    return "static" if str(metric.get("source") or "").startswith("static count") else result_kind
+    return "static" if str(metric.source or "").startswith("static count") else result_kind
 
 
-def _series_key(result: dict[str, Any], trigger: str, metric: dict[str, Any]) -> tuple[str, str, str]:
-    kind = metric_kind(metric, str(result.get("result_kind", "")))
-    method, device = result.get("method", ""), result.get("device", "")
+def _series_key(result: ProfileResult, trigger: str, metric: RowMetric) -> tuple[str, str, str]:
+    kind = metric_kind(metric, result.result_kind)
+    method, device = result.method, result.device
     when = "np run" if trigger == "RUN_INLINE" else "post hoc"
     return f"{kind}|{method}|{device}|{when}", f"{kind}: {method} on {device} ({when})", str(kind)
 
@@ -156,33 +157,33 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
             "estimated", "measured") else "")
         bars.append(Bar(checkpoint, key, shown, stored, text))
 
-    device = str(report.experiment.get("device", ""))
+    device = str(report.experiment.device or "")
     for row in report.rows:
         name = row.checkpoint.lower()
         metric = row.metrics.get(metric_type)
         if metric_type in _PROFILED:
-            if metric is not None and is_finite(metric.get("value")) and row.profile:
+            if metric is not None and is_finite(metric.value) and row.profile:
                 key, label, kind = _series_key(row.profile, "RUN_INLINE", metric)
-                add(key, label, kind, name, float(metric["value"]))
+                add(key, label, kind, name, float(metric.value))
             group = next((g for g in report.post_hoc if g.target == name), None)
             seen: set[tuple[str, str]] = set()
             for result in group.rounds if group else []:  # newest first: the first of each (device, method)
-                found = next((m for m in result.get("metrics", []) if m.get("metric_type") == metric_type), None)
-                pair = (str(result.get("device")), str(result.get("method")))
-                if found is None or not is_finite(found.get("value")) or pair in seen:
+                found = result.metric(metric_type)
+                pair = (result.device, result.method)
+                if found is None or not is_finite(found.value) or pair in seen:
                     continue
                 seen.add(pair)
-                key, label, kind = _series_key(result, "POSTHOC", found)
-                add(key, label, kind, name, float(found["value"]))
+                key, label, kind = _series_key(result, "POSTHOC", RowMetric.of(found))
+                add(key, label, kind, name, float(found.value))
         elif metric_type == "PTE_SIZE":
-            if metric is not None and is_finite(metric.get("value")) and (row.lowering or {}).get("status") != \
+            if metric is not None and is_finite(metric.value) and (row.lowering or NO_COMPILE).status != \
                     "unsupported":
-                add("static|pte", f"static: .pte compiled for {device}", "static", name, float(metric["value"]))
+                add("static|pte", f"static: .pte compiled for {device}", "static", name, float(metric.value))
         elif metric_type == "SNR" and metric is not None:
-            if metric.get("identical"):
+            if metric.identical:
                 notes.append((name, "identical to INPUT_MODEL (no finite SNR)"))
-            elif is_finite(metric.get("value")):
-                add("fidelity|snr", "fidelity: outputs vs INPUT_MODEL", "fidelity", name, float(metric["value"]))
+            elif is_finite(metric.value):
+                add("fidelity|snr", "fidelity: outputs vs INPUT_MODEL", "fidelity", name, float(metric.value))
     return list(series.values()), bars, notes
 
 
@@ -215,7 +216,7 @@ def _versions(report: ExperimentReport) -> list[tuple[str, str]]:
         pass
     results = [r.profile for r in report.rows if r.profile] + report.post_hoc_all
     for result in results:
-        provenance = (result or {}).get("provenance") or {}
+        provenance = result.provenance
         tool, tool_version = provenance.get("tool"), provenance.get("tool_version")
         if tool and tool_version:
             found.setdefault(str(tool), str(tool_version))
@@ -231,12 +232,12 @@ def _glossary(report: ExperimentReport, columns: list[tuple[str, str, str]]) -> 
     how: dict[str, dict[str, None]] = {}
     units: dict[str, str] = {}
     metrics = [m for r in report.rows for m in r.metrics.values()]
-    metrics += [m for r in report.post_hoc_all if r.get("status") == RoundStatus.SUCCESS for m in r.get("metrics", [])]
+    metrics += [RowMetric.of(m) for r in report.post_hoc_all if r.status == RoundStatus.SUCCESS for m in r.metrics]
     for metric in metrics:
-        metric_type = str(metric.get("metric_type"))
-        units.setdefault(metric_type, str(metric.get("unit") or ""))
-        text = _HOW.get(metric_type) or str(metric.get("source") or "")
-        stat = metric.get("stat")
+        metric_type = str(metric.metric_type)
+        units.setdefault(metric_type, str(metric.unit or ""))
+        text = _HOW.get(metric_type) or str(metric.source or "")
+        stat = metric.stat
         if text:
             how.setdefault(metric_type, {})[text + (f" [{stat}]" if stat else "")] = None
     shown_units = {t: u for t, _h, u in columns}
@@ -274,8 +275,8 @@ def experiment_view(page: ExperimentPage, prefix: str = "e1") -> ExperimentView:
                         row.model == output, [_cell(row, t, base) for t, _h, _u in columns], status))
     for group in report.post_hoc:
         for result in group.rounds:
-            for text in result.get("warnings", []):
-                entry = f"{group.target} on {result.get('device')} ({result.get('method')}): {text}"
+            for text in result.warnings:
+                entry = f"{group.target} on {result.device} ({result.method}): {text}"
                 if entry not in warnings:
                     warnings.append(entry)
     from np_optimizer.report.html.figures import measured_spread, tradeoff_scatter
@@ -283,9 +284,9 @@ def experiment_view(page: ExperimentPage, prefix: str = "e1") -> ExperimentView:
     scatter, scatter_caption = tradeoff_scatter(report, prefix)
     boxes, box_notes = measured_spread(page, prefix)
     return ExperimentView(
-        name=page.name, status=str(experiment.get("status", "")),
-        device=str(experiment.get("device", "")), runtime=str(experiment.get("runtime", "")),
-        backend=str(experiment.get("backend", "")), versions=_versions(report), columns=columns, rows=rows,
+        name=page.name, status=str(experiment.status),
+        device=str(experiment.device or ""), runtime=str(experiment.runtime or ""),
+        backend=str(experiment.backend or ""), versions=_versions(report), columns=columns, rows=rows,
         charts=_charts(report, budgets, prefix), scatter=scatter, scatter_caption=scatter_caption, boxes=boxes,
         box_notes=box_notes, post_hoc=post_hoc_tables(report.post_hoc), warnings=warnings,
         notices=list(report.notices), glossary=_glossary(report, columns), budgets=shown_verdict,

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from np_optimizer.formats import fmt_metric, fmt_number, is_finite
 from np_optimizer.metrics import SHOWN
 from np_optimizer.records import ExperimentPage
+from np_optimizer.records.results import ProfileResult
 from np_optimizer.report.budgets import Pick, pick_value
 from np_optimizer.report.html.charts import Box, Point, box_chart, scatter_chart
 from np_optimizer.report.model import ExperimentReport, PipelineRow, measured_rounds
@@ -25,11 +26,11 @@ def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> t
     found: dict[str, dict[str, Pick]] = {}
     for group in report.post_hoc:
         for result in group.rounds:  # newest first
-            metric = next((m for m in result.get("metrics", []) if m.get("metric_type") == "LATENCY"), None)
-            if result.get("result_kind") != "measured" or metric is None or not is_finite(metric.get("value")):
+            metric = result.metric("LATENCY")
+            if result.result_kind != "measured" or metric is None or not is_finite(metric.value):
                 continue
-            picks = found.setdefault(str(result.get("device")), {})
-            picks.setdefault(group.target.upper(), Pick(float(metric["value"]), "measured", str(metric.get("source"))))
+            picks = found.setdefault(result.device, {})
+            picks.setdefault(group.target.upper(), Pick(float(metric.value), "measured", str(metric.source)))
     named = {r.checkpoint for r in steps}
     best = max(found, key=lambda d: len(named & set(found[d])), default="")
     return best, found.get(best, {})
@@ -37,7 +38,7 @@ def _measured_elsewhere(report: ExperimentReport, steps: list[PipelineRow]) -> t
 
 def tradeoff_scatter(report: ExperimentReport, prefix: str = "e1") -> tuple[Markup | None, str]:
     steps = [r for r in report.rows if r.checkpoint != "INPUT_MODEL"]
-    device = str(report.experiment.get("device"))
+    device = str(report.experiment.device)
     other, elsewhere = _measured_elsewhere(report, steps)
     candidates = [("LATENCY", "Latency (ms)", {r.checkpoint: pick_value(report, r, "LATENCY") for r in steps}, ""),
                   ("LATENCY", f"Latency on {other} (ms, measured)", elsewhere,
@@ -64,8 +65,8 @@ def tradeoff_scatter(report: ExperimentReport, prefix: str = "e1") -> tuple[Mark
     return None, "No checkpoint has both an SNR and a latency or .pte size yet."
 
 
-def _samples(page: ExperimentPage, result: dict[str, Any]) -> tuple[list[float], str]:
-    raw = (result.get("artifacts") or {}).get("raw")
+def _samples(page: ExperimentPage, result: ProfileResult) -> tuple[list[float], str]:
+    raw = result.artifacts.get("raw")
     samples = page.samples.get(str(raw)) if raw else None
     if samples:
         return samples, f"{len(samples)} raw samples from {raw}"
@@ -86,13 +87,13 @@ def _box(label: str, samples: list[float], summary: dict[str, Any]) -> Box | Non
 def measured_spread(page: ExperimentPage, prefix: str = "e1") -> tuple[Markup | None, list[str]]:
     boxes, notes = [], []
     for result in measured_rounds(page.report):
-        label = f"{str(result.get('checkpoint', '')).lower()} · {result.get('device')} · " \
-                f"{str(result.get('started_at', ''))[:16].replace('T', ' ')}"
+        label = f"{result.checkpoint.lower()} · {result.device} · {result.started_at[:16].replace('T', ' ')}"
         samples, note = _samples(page, result)
-        box = _box(label, samples, (result.get("extras") or {}).get("latency_ms") or {})
+        summary = result.extras.get("latency_ms")
+        box = _box(label, samples, summary if isinstance(summary, dict) else {})
         if box is not None:
             boxes.append(box)
-            notes.append(f"{label}: {note}; {(result.get('provenance') or {}).get('runs_done')} timed runs")
+            notes.append(f"{label}: {note}; {result.provenance.get('runs_done')} timed runs")
     if not boxes:
         return None, []
     return box_chart(f"{prefix}bx", boxes, "ms", fmt_number), notes

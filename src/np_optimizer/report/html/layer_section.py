@@ -7,7 +7,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from np_optimizer.formats import humanize_count
-from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, snr_text
+from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, raw_ids_text, snr_text
 from np_optimizer.records import LayersRecord
 from np_optimizer.report.html.sections import SectionContext, html_section
 
@@ -28,7 +28,7 @@ def _table(record: LayersRecord) -> Markup:
             cells.append((cost_text(e.get("spread_ms")), True))
         cells += [("-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", True),
                   ("-" if macs is None else humanize_count(macs), True), (snr_text(e, record.snr), True),
-                  (", ".join((e.get("raw_ids") or [])[:3]) + (" ..." if len(e.get("raw_ids") or []) > 3 else ""), False)]
+                  (raw_ids_text(e, 3), False)]
         rows.append(Markup("<tr>") + Markup("").join(
             Markup('<td class="num">{}</td>' if num else "<td>{}</td>").format(text) for text, num in cells)
             + Markup("</tr>"))
