@@ -8,6 +8,7 @@ from pathlib import Path
 from np_optimizer.logs import quiet_native_output, run_logging
 from np_optimizer.records import RunSummary
 from np_optimizer.records.report import CheckedRun
+from np_optimizer.records.status import RunStatus
 from np_optimizer.runner import run_experiment
 from np_optimizer.workspace import resolve_experiment
 
@@ -52,6 +53,6 @@ def run_checked(*, experiment: str | None = None, project: str | None = None, re
     folder, _budgets = budgets_to_check(experiment=experiment, project=project, overrides=budgets, cwd=cwd)
     summary = run(experiment=experiment, project=project, retry=retry, profile_method=profile_method, force=force,
                   cwd=cwd, console_write=console_write, progress=progress)
-    if summary.status != "success":
+    if summary.status != RunStatus.SUCCESS:
         return CheckedRun(summary)
     return CheckedRun(summary, report(experiment=str(folder), check=True, budgets=budgets, check_all=check_all))

@@ -56,7 +56,7 @@ def _compiled_for(request: RoundRequest, progress: Callable[[str], None],
     checkpoint, device, handed = request.checkpoint, request.device, request.compiled
     out_dir = compile_dir(request.job_dir, device)
     if handed is not None and handed.folder == out_dir and (
-            handed.record.status != "failed" or stopped_under(handed.record, watch.limit_s)):
+            handed.record.status != CompileStatus.FAILED or stopped_under(handed.record, watch.limit_s)):
         return handed, 0.0, True
     with file_lock(out_dir):  # another np process may be compiling, or measuring, the same folder
         found = None if handed is not None else (find_compiled(out_dir, device, checkpoint.sha256)

@@ -13,6 +13,7 @@ from typing import Any, Union
 from np_optimizer.files import CorruptFileError, read_json
 from np_optimizer.records import SCHEMA_VERSION
 from np_optimizer.records.index import ExperimentPart
+from np_optimizer.records.status import ExperimentStatus
 from np_optimizer.workspace.damaged import check_version
 from np_optimizer.workspace.shapes import shape_problem
 
@@ -49,7 +50,7 @@ def read_meta_file(path: Path) -> tuple[dict[str, Any], str | None]:
 
 def meta_copy(experiment: ExperimentPart) -> dict[str, Any]:
     """meta.json's fields as report.json's experiment part holds them ({} when it holds none: never run)."""
-    if not experiment.status or experiment.status == "created":
+    if not experiment.status or experiment.status == ExperimentStatus.CREATED:
         return {}
     fields = {"name": experiment.name, "project": experiment.project, "device": experiment.device,
               "status": experiment.status, "started_at": experiment.started_at, "ended_at": experiment.ended_at}

@@ -177,7 +177,7 @@ def _bars(report: ExperimentReport, metric_type: str) -> tuple[list[Series], lis
                 add(key, label, kind, name, float(found.value))
         elif metric_type == "PTE_SIZE":
             if metric is not None and is_finite(metric.value) and (row.lowering or NO_COMPILE).status != \
-                    "unsupported":
+                    CompileStatus.UNSUPPORTED:
                 add("static|pte", f"static: .pte compiled for {device}", "static", name, float(metric.value))
         elif metric_type == "SNR" and metric is not None:
             if metric.identical:
