@@ -7,7 +7,7 @@ from pathlib import Path
 
 from np_optimizer.logs import quiet_native_output, run_logging
 from np_optimizer.records import RunSummary
-from np_optimizer.records.report import CheckedRun
+from np_optimizer.records.checked import CheckedRun
 from np_optimizer.records.status import RunStatus
 from np_optimizer.runner import run_experiment
 from np_optimizer.workspace import resolve_experiment

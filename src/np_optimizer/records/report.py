@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
-from np_optimizer.records.commands import RunSummary
 from np_optimizer.records.index import ExperimentPart
 from np_optimizer.records.parts import CompileSummary, Fidelity
 from np_optimizer.records.results import EvaluationResult, MetricValue, ProfileResult
@@ -330,17 +329,3 @@ class ExperimentPage:
     budgets: tuple[tuple[str, float, str], ...] = ()  # (key, limit, origin) of each budget, for the charts' lines
     samples: dict[str, list[float]] = field(default_factory=dict)
     layers: tuple[LayersRecord, ...] = ()  # each profiled checkpoint's costliest layers (np report --layers)
-
-
-@dataclass(frozen=True)
-class CheckedRun:
-    """`np run --check`: the run, then its budgets checked on the stored results (`report`: the checked report; None
-    when the run failed, which leaves nothing to check)."""
-
-    summary: RunSummary
-    report: ReportRecord | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """The budgets' (6 when one failed) after a run that succeeded; else the run's (4: unreachable, else 1)."""
-        return self.report.exit_code if self.report is not None else self.summary.exit_code
