@@ -17,6 +17,8 @@ from typing import Any
 
 __all__ = ["shape_problem", "json_kind"]
 
+_JSON_SCALARS = {str, int, float, bool, type(None)}  # with list and dict: the arms of records.codec.JsonValue
+
 
 def json_kind(value: Any) -> str:
     """`a list`, `a string`, `null`...: what a JSON value is, for messages."""
@@ -59,6 +61,9 @@ def shape_problem(hint: Any, value: Any, where: str = "") -> str | None:
         return None
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
+    if origin is typing.Union and _JSON_SCALARS <= set(args) and \
+            {typing.get_origin(a) for a in args} >= {list, dict}:  # records.codec.JsonValue (as get_type_hints expands
+        return None  # it): parsed JSON is always JSON, no walk down its values
     label = where or "the record"
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
