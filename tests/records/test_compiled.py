@@ -6,12 +6,13 @@ from pathlib import Path
 
 from np_optimizer.records import CheckpointRef, CompileResult
 from np_optimizer.records.compiled import CompiledCheckpoint, ProgramStats
+from np_optimizer.records.parts import JobOutput
 
 SHA = "a" * 64
 
 
 def test_statistics_of_another_checkpoint_are_not_handed_over() -> None:
-    output = {"sha256": SHA, "macs": 84_480, "params": 85_002, "weight_bytes": None, "nodes": 16}
+    output = JobOutput("INPUT_MODEL", "artifacts/model.pt2", SHA, macs=84_480, params=85_002, nodes=16)
     assert ProgramStats.of_output(output, SHA).as_dict() == {"macs": 84_480, "params": 85_002}
     assert ProgramStats.of_output(output, "b" * 64) == ProgramStats()  # a .pt2 made again since: counted anew
     assert ProgramStats.of_output(None, SHA).as_dict() == {}

@@ -143,7 +143,7 @@ class JobRunner:
             self.log.warning(text)
             warnings.append(text)
         done = replace(record, status=JobStatus.SUCCESS, ended_at=utc_now(),
-                       duration_s=round(time.perf_counter() - t0, 3), output=from_dict(JobOutput, output),
+                       duration_s=round(time.perf_counter() - t0, 3), output=output,
                        changes=outcome.changes, parameters={**parameters, **outcome.parameters},
                        compile=compiled.record.summary() if compiled else NO_COMPILE,
                        fidelity=from_dict(Fidelity, fidelity), warnings=tuple(warnings), timings=timings)
@@ -153,7 +153,7 @@ class JobRunner:
         return ProducedCheckpoint(ref, stats, compiled)
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
-              checkpoint: str) -> tuple[CheckpointRef, dict[str, Any], Any]:
+              checkpoint: str) -> tuple[CheckpointRef, JobOutput, Any]:
         """Save the checkpoint and read it back: a checkpoint that cannot be read back is not a checkpoint. The copy
         read back is the one compiled (lowering may change a program in place; the step's own copy is still needed
         for the SNR), so the .pt2 is loaded once per job, not twice."""
@@ -168,7 +168,7 @@ class JobRunner:
                   "size_bytes": path.stat().st_size, "params": count_params(outcome.program),
                   "macs": count_macs(outcome.program)[0],
                   "weight_bytes": weight_bytes(outcome.program), "nodes": node_count(outcome.program)}
-        return CheckpointRef(checkpoint, name, path, sha), output, reloaded
+        return CheckpointRef(checkpoint, name, path, sha), from_dict(JobOutput, output), reloaded
 
     def _compile(self, ref: CheckpointRef, job_dir: Path, program: Any, stats: ProgramStats) -> CompiledCheckpoint:
         from np_optimizer.config.detail_config import time_limit

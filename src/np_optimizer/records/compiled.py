@@ -6,10 +6,8 @@ compilation the job made (same compile key, same .pte sha256) without looking it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from np_optimizer.records.parts import JobOutput
 from np_optimizer.records.results import CheckpointRef, CompileResult
@@ -26,12 +24,8 @@ class ProgramStats:
     weight_bytes: int | None = None
 
     @classmethod
-    def of_output(cls, output: JobOutput | Mapping[str, Any] | None, sha256: str) -> ProgramStats:
+    def of_output(cls, output: JobOutput | None, sha256: str) -> ProgramStats:
         """The statistics a job's output block records for exactly this checkpoint (none for another .pt2)."""
-        if isinstance(output, Mapping):  # the block as the job is about to write it
-            if output.get("sha256") != sha256:
-                return cls()
-            return cls(macs=output.get("macs"), params=output.get("params"), weight_bytes=output.get("weight_bytes"))
         if output is None or output.sha256 != sha256:
             return cls()
         return cls(macs=output.macs, params=output.params, weight_bytes=output.weight_bytes)
