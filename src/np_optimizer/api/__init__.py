@@ -5,10 +5,11 @@ Each function is imported on first use (PEP 562), so `np report` does not pay fo
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from np_optimizer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from np_optimizer.api.evaluate import dataset_info, datasets_add, evaluate
@@ -90,13 +91,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'np_optimizer.api' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"np_optimizer.api.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:

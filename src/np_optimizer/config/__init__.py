@@ -5,8 +5,9 @@ issue only) does not load the YAML loader and every step's schema with it."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from np_optimizer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from np_optimizer.config.checkpoints import checkpoint_names, step_kinds, step_short_names
@@ -45,10 +46,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'np_optimizer.config' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"np_optimizer.config.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _WHERE)

@@ -16,8 +16,9 @@ modules it reads, not all of them (about 70 ms of imports) at start.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from np_optimizer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from np_optimizer.records.codec import SCHEMA_VERSION, from_dict, to_dict
@@ -132,13 +133,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'np_optimizer.records' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"np_optimizer.records.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:
