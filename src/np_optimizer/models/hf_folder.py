@@ -69,8 +69,8 @@ def _quiet_transformers() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # transformers leaves these unannotated
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
 
 
 def _hf_modules() -> dict[str, type]:
@@ -188,7 +188,7 @@ def _load_causal_lm(folder: Path) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         raise ModelError(f"transformers cannot load {folder} as a causal language model: {_first_line(exc)}",
                          hint="Save the model with save_pretrained (config.json names its class in `architectures`), "
                               "or pass file.py:factory returning (model, example_inputs).") from exc
-    model.eval()  # type: ignore[no-untyped-call]  # transformers' auto-model type has unannotated methods
+    model.eval()
     config = model.config
     seq_len = _hf_seq_len(config)
     ids = _hf_ids(folder, EXAMPLE_TEXT * 4, int(config.vocab_size))[:seq_len]
