@@ -75,7 +75,13 @@ def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str | No
     if scheme is not None:
         program = quantize_program(program, backend=backend, scheme=scheme, target=device.mlia_target,
                                    calibration=calibration)
-        assert any(layer["weight"] != "float" for layer in quantized_layers(program))
+        # each scheme's weight and activation types, as its name says (dynamic schemes leave the conv float)
+        layers = [row for row in quantized_layers(program) if row["weight"] != "float"]
+        weight, activation = scheme.split("_")[0].split("-")
+        assert layers and {row["weight"] for row in layers} == {f"int{weight[1:]}"}, layers
+        activations = {row["activation"] for row in layers}
+        assert all(f"int{activation[1:]}" in a for a in activations), activations
+        assert all(("dynamic" in a) == scheme.endswith("_dynamic") for a in activations), activations
     path = save_program(program, tmp_path / "model.pt2")
     compiled = compile_checkpoint(path, device, tmp_path / "compiled")
     assert compiled.status == "ok", compiled.reason

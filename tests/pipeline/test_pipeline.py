@@ -269,34 +269,6 @@ def test_greedy_keeps_the_costliest_layer_float(run_np, workspace: Path, tmp_pat
     assert lowering() == "ok"
 
 
-@pytest.mark.parametrize(("backend", "scheme", "device"), [
-    ("xnnpack", "W8-A8", "host"), ("xnnpack", "W8-A8_dynamic", "host"), ("xnnpack", "W4-A8_dynamic", "host"),
-    ("ethos-u", "W8-A8", "alif_e8"), ("ethos-u", "W8-A16", "alif_e8"),
-])
-def test_each_scheme_quantizes_and_lowers(tmp_path: Path, backend: str, scheme: str, device: str) -> None:
-    from np_optimizer.compile import compile_checkpoint
-    from np_optimizer.devices import get_device
-    from np_optimizer.graph.program_io import export_model, save_program
-    from np_optimizer.models.zoo import build_builtin
-    from np_optimizer.quantize.pt2e import quantize_program, quantized_layers
-
-    model, inputs = build_builtin("mlp")
-    target = get_device(device)
-    program = quantize_program(export_model(model, inputs), backend=backend, scheme=scheme,
-                               target=target.mlia_target, calibration=[inputs])
-    weights = {row["weight"] for row in quantized_layers(program)}
-    activations = {row["activation"] for row in quantized_layers(program)}
-    expected_weight = {"W4-A8_dynamic": "int4", "W8-A16": "int8"}.get(scheme, "int8")
-    assert weights == {expected_weight}
-    if scheme.endswith("dynamic"):
-        assert all("dynamic" in a for a in activations)
-    if scheme == "W8-A16":
-        assert activations == {"int16"}
-    path = save_program(program, tmp_path / "q.pt2")
-    compiled = compile_checkpoint(path, target, tmp_path / "out")
-    assert compiled.status == "ok" and compiled.num_delegates >= 1, compiled.reason
-
-
 @pytest.mark.np_run
 def test_steps_removed_from_run_yaml_are_set_aside(own_run: Path, run_np) -> None:
     exp = own_run
