@@ -14,14 +14,16 @@ DEMO_DIR ?= demo-workspace
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.lock scripts/check_env.py scripts/old_runtime.py
+$(STAMP): pyproject.toml requirements.lock scripts/check_env.py scripts/old_runtime.py scripts/compile_bytecode.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing np and its pinned dependencies into $(VENV) (first time: about 2 minutes)..."
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]' 2>&1 \
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c requirements.lock -e '.[test]' 2>&1 \
 	  | sed '/is ignored: it is neither a file nor a directory/d'
 	@# MLIA's float .pt2 converter without its torch==2.14.0 pin (a CUDA-only build): see pyproject.toml
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -c requirements.lock mlia-converters-pytorch 2>&1 \
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -c requirements.lock mlia-converters-pytorch 2>&1 \
 	  | sed '/is ignored: it is neither a file nor a directory/d'
+	@# pip compiles one file at a time; this uses every core (see the script)
+	$(PY) scripts/compile_bytecode.py
 	$(PY) scripts/check_env.py
 	@# a runtime without the event tracer, for the test of a device that cannot trace (13 MB)
 	$(PY) scripts/old_runtime.py $(VENV)/old-executorch
