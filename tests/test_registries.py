@@ -6,6 +6,7 @@ without editing this file.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -45,16 +46,23 @@ def test_each_error_class_exits_as_its_code_says(cls: type[NpError]) -> None:
 
 
 def _small_model() -> tuple[object, tuple[object, ...]]:
+    """A conv stem, one MobileNetV2 inverted residual (1x1 expand, 3x3 depthwise, ReLU6, 1x1 project, the skip add)
+    and a linear head: the blocks of the Hugging Face MobileNetV2 that tests/models/test_zoo.py skips for time."""
     import torch
 
     class Small(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.expand = torch.nn.Conv2d(8, 16, 1)
+            self.depthwise = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+            self.project = torch.nn.Conv2d(16, 8, 1)
             self.fc = torch.nn.Linear(8 * 8 * 8, 10)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc(torch.relu(self.conv(x)).flatten(1))
+            x = torch.relu(self.stem(x))
+            block = torch.nn.functional.relu6(self.depthwise(torch.nn.functional.relu6(self.expand(x))))
+            return self.fc((x + self.project(block)).flatten(1))
 
     torch.manual_seed(0)
     return Small().eval(), (torch.randn(1, 3, 8, 8),)
@@ -86,6 +94,10 @@ def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str | No
     compiled = compile_checkpoint(path, device, tmp_path / "compiled")
     assert compiled.status == "ok", compiled.reason
     assert compiled.num_delegates >= 1 and (tmp_path / "compiled" / str(compiled.pte_file)).is_file()
+    if scheme is not None and not scheme.endswith("_dynamic"):  # the whole block runs in the delegate
+        placed = json.loads((tmp_path / "compiled" / "layers_graph.json").read_text())
+        convs = [op for op in placed["ops"] if "convolution" in op["op"]]
+        assert len(convs) == 4 and all(op["delegated"] for op in convs), convs
 
 
 def test_each_backend_has_a_device_row_and_every_row_a_backend() -> None:

@@ -3,9 +3,10 @@
 
 Forms: an installed module's factory (ExecuTorch's own `executorch.examples.models`), a model package of three files
 (a module, a blocks module, a config subpackage), a recurrent model in one file, and Hugging Face folders saved from
-configs. A combination that takes over a minute on 2 cores is skipped (SKIPPED, with its measured reason) only where a
-cheaper case runs what it would show: the module form runs with a Conv1d of `executorch.examples.models`, recurrent
-cells with kws_lstm_gru_2_steps (raspberry_pi_5) and lstm_tiny (alif_e8). Hugging Face ViT, BERT and Qwen2 on
+configs. A combination that takes over a minute on 2 cores, or that another test runs, is skipped (SKIPPED, with its
+reason) only where a cheaper case runs what it would show: the module form runs with a Conv1d of
+`executorch.examples.models`, recurrent cells with kws_lstm_gru_2_steps (raspberry_pi_5) and lstm_tiny (alif_e8),
+MobileNetV2's inverted residuals in tests/test_registries.py. Hugging Face ViT, BERT and Qwen2 on
 raspberry_pi_5 are the matrix of tests/pipeline/test_architectures.py, not repeated here.
 """
 
@@ -163,8 +164,13 @@ SKIPPED: dict[tuple[str, str], str] = {  # seconds for the whole case, measured 
                                          "runs an LSTM through them",
     ("lstm_tiny", "raspberry_pi_5"): "kws_lstm_gru_2_steps runs recurrent cells through XNNPACK, and "
                                      "tests/pipeline/test_recurrent_layers.py an LSTM through np run",
-    ("hf_mobilenet_v2", "raspberry_pi_5"): "91 s: 17 inverted-residual blocks, lowered float and quantized",
-    ("hf_mobilenet_v2", "alif_e8"): "110 s: the same through TOSA and Vela",
+    ("hf_mobilenet_v2", "raspberry_pi_5"): "91 s: 17 inverted-residual blocks, lowered float and quantized; "
+                                           "tests/test_registries.py lowers one such block with every scheme of "
+                                           "both backends, test_architectures.py's cnn_resnet a Hugging Face CNN",
+    ("hf_mobilenet_v2", "alif_e8"): "110 s: the same through TOSA and Vela; tests/test_registries.py lowers one "
+                                    "inverted-residual block with every Ethos-U scheme, hf_vit a Hugging Face folder",
+    ("package", "raspberry_pi_5"): "tests/models/test_model_packages.py runs a three-file package through np run "
+                                   "(XNNPACK); sample_cpu's small_cnn the same conv-BN-ReLU blocks through GQ",
     ("hf_vit", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
     ("hf_bert", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
     ("hf_qwen2", "raspberry_pi_5"): "tests/pipeline/test_architectures.py runs it",
