@@ -47,10 +47,10 @@ def test_profile_n_options_reach_the_nth_checkpoint(workspace: Path, run_np) -> 
     assert "NPU part" not in run_np("compare", cwd=exp).stdout  # no partial total here: no legend for one
 
 
-def test_concurrent_profiles_on_host_do_not_overlap(workspace: Path) -> None:
+def test_concurrent_profiles_on_host_do_not_overlap(workspace: Path, run_np) -> None:
     exp = make_project(workspace, "queued", device="host", run_yaml=(
-        'version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n'))
-    assert subprocess.run([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, capture_output=True).returncode == 0
+        'version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\nprofile: []\n'))
+    assert run_np("run", cwd=exp).exit_code == 0  # here: the two np profile processes below are what is under test
     command = [sys.executable, "-m", "np_optimizer", "profile", "graph_quantize", "--method", "on-device",
                "--profile-opt", "num_executions=300,warmup=5", "--json"]
     procs = [subprocess.Popen(command, cwd=exp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
