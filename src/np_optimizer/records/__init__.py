@@ -3,7 +3,8 @@
     codec.py       to_dict / from_dict (SCHEMA_VERSION: each top-level record carries it; readers accept older
                    versions they know and refuse newer ones)
     results.py     checkpoints, metrics, profile and evaluation results, job.json
-    commands.py    what the commands return (np projects, experiments, status, export, run, profile, evaluate)
+    commands.py    what the commands return (np projects, experiments, export, run, profile, evaluate)
+    state.py       what np status returns (apart: np status defines 3 record types, not commands.py's 16)
     validation.py  validation issues and the execution plan (np validate, np run --dry-run)
     report.py      np report's rows, groups, budgets verdict, layer views, tables and the report record
     layers.py      the layer key of every per-layer row
@@ -30,13 +31,10 @@ if TYPE_CHECKING:
         FarmDevice,
         FarmPlace,
         FarmView,
-        JobState,
-        MeasurementState,
         ModelSpec,
         ProfileRound,
         ProjectRecord,
         RunSummary,
-        StatusRecord,
         WorkspaceInitResult,
     )
     from np_optimizer.records.layers import LayerKey
@@ -64,6 +62,7 @@ if TYPE_CHECKING:
         MetricValue,
         ProfileResult,
     )
+    from np_optimizer.records.state import JobState, MeasurementState, StatusRecord
     from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep, ValidationIssue, ValidationReport
 
 # name -> the module of this package that defines it
@@ -71,9 +70,9 @@ _WHERE = {
     **dict.fromkeys(["SCHEMA_VERSION", "from_dict", "to_dict"], "codec"),
     **dict.fromkeys([
         "DeviceRecord", "EvaluationRound", "ExperimentRecord", "ExportRecord", "FarmDevice", "FarmPlace", "FarmView",
-        "JobState", "MeasurementState", "ModelSpec", "ProfileRound", "ProjectRecord", "RunSummary", "StatusRecord",
-        "WorkspaceInitResult"
+        "ModelSpec", "ProfileRound", "ProjectRecord", "RunSummary", "WorkspaceInitResult"
     ], "commands"),
+    **dict.fromkeys(["JobState", "MeasurementState", "StatusRecord"], "state"),
     **dict.fromkeys(["LayerKey"], "layers"),
     **dict.fromkeys([
         "BudgetOutcome", "BudgetVerdict", "CompareRecord", "ExperimentPage", "ExperimentReport", "LayersRecord", "Pick",

@@ -26,7 +26,7 @@ import typing
 from pathlib import Path, PurePath
 from typing import Any, TypeAlias, TypeVar, Union
 
-__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE", "PRESENT",
+__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "field_types", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE", "PRESENT",
            "JsonValue", "as_object", "as_list"]
 
 SCHEMA_VERSION = 1
@@ -100,14 +100,15 @@ def _plain(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    """The field types of a record, resolved once per class."""
+def field_types(cls: type) -> dict[str, Any]:
+    """The field types of a record, resolved once per class in a process (resolving compiles each annotation string;
+    the codec and the store's shape check share this)."""
     return typing.get_type_hints(cls)
 
 
 def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     """Rebuild a record (and nested records and tuples of records) from `to_dict` output; unknown keys are ignored."""
-    hints = _hints(typing.cast(type, cls))
+    hints = field_types(typing.cast(type, cls))
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         key = _key(f)

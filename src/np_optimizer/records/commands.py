@@ -1,4 +1,4 @@
-"""The records the commands return: what `np <command> --json` prints."""
+"""The records the commands return: what `np <command> --json` prints (np status's are in state.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ from np_optimizer.errors import EXIT_FAILED, failure_exit_code
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
 from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.results import EvaluationResult, ProfileResult
-from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, RunStatus
+from np_optimizer.records.status import JobStatus, RoundStatus, RunStatus
 
 __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
-           "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
-           "RunSummary", "RunJob", "EvaluationRound", "ProfileRound", "Lowering", "ExperimentJob", "DeviceMethod"]
-
-# A job's lowering as np status shows it: compile.json's status, or "not lowered" (np run lowers what profile: lists)
-Lowering = CompileStatus | Literal["not lowered"]
-
+           "ProjectRecord", "ExperimentRecord", "ExportRecord", "RunSummary", "RunJob", "EvaluationRound", "ProfileRound",
+           "ExperimentJob", "DeviceMethod"]
 
 @dataclass(frozen=True)
 class WorkspaceInitResult:
@@ -64,50 +60,6 @@ class ExperimentRecord:
     updated_at: str | None = None
     jobs: tuple[ExperimentJob, ...] = ()
     schema_version: int = SCHEMA_VERSION
-
-
-@dataclass(frozen=True)
-class JobState:
-    """One job as `np status` shows it; a job left in_progress by a process that is gone is `interrupted`."""
-
-    name: str
-    step_type: str
-    step_index: int
-    checkpoint: str
-    status: JobStatus
-    duration_s: float | None = None
-    started_at: str | None = None
-    ended_at: str | None = None
-    lowering: Lowering | None = None  # the compile status for the project's device
-    lowering_reason: str | None = None
-    errors: tuple[ErrorRecord, ...] = ()
-
-
-@dataclass(frozen=True)
-class MeasurementState:
-    """One profile round (inline in np run, or post hoc) as `np status` lists it."""
-
-    checkpoint: str | None
-    trigger: str | None
-    status: RoundStatus | None
-    method: str | None
-    result_kind: str | None
-    device: str | None
-    started_at: str | None
-    measurement_id: str | None
-
-
-@dataclass(frozen=True)
-class StatusRecord:
-    """`np status`: the experiment's state, its jobs and measurements, and (with --logs) execution.log.
-
-    No schema_version: `np status --json` prints this record as is, and its shape is pinned."""
-
-    experiment: str
-    status: str
-    jobs: tuple[JobState, ...] = ()
-    measurements: tuple[MeasurementState, ...] = ()
-    log: str | None = None
 
 
 @dataclass(frozen=True)

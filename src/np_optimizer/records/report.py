@@ -9,11 +9,11 @@ from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
 from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
+from np_optimizer.records.front import FrontView
 from np_optimizer.records.index import ExperimentPart
 from np_optimizer.records.parts import CompileSummary, Fidelity
 from np_optimizer.records.results import EvaluationResult, MetricValue, ProfileResult
 from np_optimizer.records.status import BudgetStatus, JobStatus
-from np_optimizer.records.sweep import FrontView
 
 __all__ = ["Table", "ExperimentPage", "RowMetric", "PipelineRow", "PostHocGroup", "EvaluationGroup", "ExperimentReport", "ProjectRow",
            "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import types
 import typing
 from typing import Any
+
+from np_optimizer.records.codec import field_types
 
 __all__ = ["shape_problem", "json_kind"]
 
@@ -35,13 +36,6 @@ def json_kind(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return type(value).__name__
-
-
-@functools.cache
-def _hints(record: type) -> dict[str, Any]:
-    """A record's field types, resolved once per class: resolving compiles every annotation string, and a read
-    command checks each job.json, and the copies in report.json, field by field."""
-    return typing.get_type_hints(record)
 
 
 def _field_name(where: str, name: str) -> str:
@@ -73,7 +67,7 @@ def shape_problem(hint: Any, value: Any, where: str = "") -> str | None:
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         if not isinstance(value, dict):
             return f"{label} is {json_kind(value)}, not a mapping"
-        hints = _hints(hint)
+        hints = field_types(hint)  # resolved once per class (with the codec)
         for f in dataclasses.fields(hint):
             if not f.init:
                 continue
