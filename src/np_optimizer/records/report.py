@@ -1,5 +1,6 @@
-"""The records of `np report`: the pipeline rows, post-hoc groups, project view, budgets verdict, the layer views,
-and the report record that carries them (what the renderers in np_optimizer.report draw)."""
+"""The records of `np report`: the pipeline rows, post-hoc groups, project view, budgets verdict, the tables,
+and the report record that carries them (what the renderers in np_optimizer.report draw; the layer views and the
+HTML page's record are in views.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from np_optimizer.records.parts import CompileSummary, Fidelity
 from np_optimizer.records.results import EvaluationResult, MetricValue, ProfileResult
 from np_optimizer.records.status import BudgetStatus, JobStatus
 
-__all__ = ["Table", "ExperimentPage", "RowMetric", "PipelineRow", "PostHocGroup", "EvaluationGroup", "ExperimentReport", "ProjectRow",
-           "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",
-           "CompareRecord", "FINISHED", "PASS", "FAIL", "NOT_CHECKED"]
+__all__ = ["Table", "RowMetric", "PipelineRow", "PostHocGroup", "EvaluationGroup", "ExperimentReport", "ProjectRow",
+           "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "FINISHED", "PASS",
+           "FAIL", "NOT_CHECKED"]
 
 FINISHED = frozenset({JobStatus.SUCCESS, JobStatus.REUSED, JobStatus.FAILED, JobStatus.CANCELED})
 PASS, FAIL, NOT_CHECKED = BudgetStatus.PASS, BudgetStatus.FAIL, BudgetStatus.NOT_CHECKED
@@ -269,37 +270,6 @@ class ReportRecord:
             sum(len(g.rounds) for g in self.experiment.evaluation)
 
 
-@dataclass(frozen=True)
-class LayersRecord:
-    """`np report --layers`: the costliest layers of one checkpoint's round, by module path."""
-
-    __json_order__: ClassVar[tuple[str, ...]] = ("experiment", "checkpoint", "device", "method", "result_kind", "cost",
-                                                 "coverage", "layers", "layer_count", "file", "snr", "warnings")
-
-    experiment: str
-    checkpoint: str
-    device: str
-    method: str
-    result_kind: str
-    cost: dict[str, JsonValue]
-    coverage: dict[str, JsonValue] | None
-    layers: tuple[dict[str, JsonValue], ...]
-    layer_count: int
-    file: str
-    warnings: tuple[str, ...] = ()
-    snr: dict[str, JsonValue] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
-
-
-
-@dataclass(frozen=True)
-class CompareRecord:
-    columns: tuple[dict[str, JsonValue], ...]
-    totals: tuple[dict[str, JsonValue], ...]
-    diffs: tuple[dict[str, JsonValue], ...]  # one per column after the first, against the first
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-
-
 @dataclass
 class Table:
     """One table of a report view, as every renderer (rich, --plain, HTML) draws it."""
@@ -312,20 +282,3 @@ class Table:
     caption: str = ""
     footnotes: list[str] = field(default_factory=list)
     section: str = ""  # the --plain section name: pipeline, posthoc_profile:<checkpoint>, experiments
-
-
-@dataclass(frozen=True)
-class ExperimentPage:
-    """What the HTML page shows of one experiment, read from its folder before rendering (the renderer reads no
-    file): its report, the budgets verdict (of --check, else of run.yaml's budgets: section, shown not enforced) and
-    the raw latency samples of its measured rounds, by the artifact path each round recorded, and the costliest layers
-    of each checkpoint that has per-layer data."""
-
-    name: str
-    report: ExperimentReport
-    verdict: BudgetVerdict | None = None
-    checked: bool = False  # the verdict is --check's (enforced), not run.yaml's shown one
-    budget_warning: str | None = None  # why run.yaml's budgets could not be shown
-    budgets: tuple[tuple[str, float, str], ...] = ()  # (key, limit, origin) of each budget, for the charts' lines
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    layers: tuple[LayersRecord, ...] = ()  # each profiled checkpoint's costliest layers (np report --layers)
