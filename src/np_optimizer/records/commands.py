@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
 from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.results import EvaluationResult, ProfileResult
@@ -15,8 +16,8 @@ __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "
            "ProjectRecord", "ExperimentRecord", "ExportRecord", "RunSummary", "RunJob", "EvaluationRound", "ProfileRound",
            "ExperimentJob", "DeviceMethod"]
 
-@dataclass(frozen=True)
-class WorkspaceInitResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class WorkspaceInitResult(Record):
     root: str
     created: bool
     projects: tuple[str, ...]
@@ -24,8 +25,8 @@ class WorkspaceInitResult:
     schema_version: int = SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
-class ProjectRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProjectRecord(Record):
     name: str
     path: str
     device: str
@@ -38,8 +39,8 @@ class ProjectRecord:
     schema_version: int = SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
-class ExperimentJob:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExperimentJob(Record):
     """One job of `np experiments show --json`: its status as job.json says it, or "unreadable"."""
 
     name: str
@@ -47,8 +48,8 @@ class ExperimentJob:
     step_type: str | None
 
 
-@dataclass(frozen=True)
-class ExperimentRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExperimentRecord(Record):
     name: str
     path: str
     project: str
@@ -62,8 +63,8 @@ class ExperimentRecord:
     schema_version: int = SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
-class ExportRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExportRecord(Record):
     """`np export`: what was copied where (`files` are absolute paths, the .pte first).
 
     No schema_version: `np export --json` prints this record as is, and its shape is pinned."""
@@ -76,8 +77,8 @@ class ExportRecord:
     files: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class RunJob:
+@dataclass(frozen=True, eq=False, repr=False)
+class RunJob(Record):
     """One job of `np run --json`'s `jobs`."""
 
     name: str
@@ -85,8 +86,8 @@ class RunJob:
     duration_s: float | None = None
 
 
-@dataclass(frozen=True)
-class RunSummary:
+@dataclass(frozen=True, eq=False, repr=False)
+class RunSummary(Record):
     """`np run`: how the run ended, its jobs, its profile rounds, and the error that stopped the steps (if any).
 
     No schema_version: `np run --json` prints `to_dict()` of it, whose shape is pinned."""
@@ -111,8 +112,8 @@ class RunSummary:
 
 
 
-@dataclass(frozen=True)
-class EvaluationRound:
+@dataclass(frozen=True, eq=False, repr=False)
+class EvaluationRound(Record):
     """`np evaluate`: the post-hoc evaluations of one command.
 
     No schema_version: `np evaluate --json` prints `to_dict()` of it."""
@@ -131,8 +132,8 @@ class EvaluationRound:
 
 
 
-@dataclass(frozen=True)
-class ProfileRound:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProfileRound(Record):
     """`np profile`: the post-hoc rounds of one command, on one device with one method.
 
     No schema_version: `np profile --json` prints `to_dict()` of it, whose shape is pinned."""
@@ -162,8 +163,8 @@ class ProfileRound:
 
 
 
-@dataclass(frozen=True)
-class ModelSpec:
+@dataclass(frozen=True, eq=False, repr=False)
+class ModelSpec(Record):
     """project.json's `model`: what the project's model is and where its copy lives."""
 
     # "builtin" | "pt2" | "hf" (a Hugging Face model folder, copied to model/hf/) | "package" (file.py:factory: the
@@ -182,8 +183,8 @@ class ModelSpec:
     version: str | None = None
 
 
-@dataclass(frozen=True)
-class FarmPlace:
+@dataclass(frozen=True, eq=False, repr=False)
+class FarmPlace(Record):
     name: str
     state: str  # "free" | "acquired" | "reserved"
     acquired_by: str | None  # labgrid's owner, host/user
@@ -193,23 +194,23 @@ class FarmPlace:
     available: bool  # the exporter publishes the service now
 
 
-@dataclass(frozen=True)
-class FarmDevice:
+@dataclass(frozen=True, eq=False, repr=False)
+class FarmDevice(Record):
     device: str
     tags: dict[str, str]
     places: tuple[FarmPlace, ...]
     waiting: int  # reservations for exactly these tags still in the queue
 
 
-@dataclass(frozen=True)
-class FarmView:
+@dataclass(frozen=True, eq=False, repr=False)
+class FarmView(Record):
     coordinator: str
     devices: tuple[FarmDevice, ...]
     exporters: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class DeviceMethod:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceMethod(Record):
     """What one profiling method gives on a device, as `np devices ls --json` prints it."""
 
     result_kind: str  # "estimated" | "measured"
@@ -218,8 +219,8 @@ class DeviceMethod:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class DeviceRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceRecord(Record):
     """One row of `np devices ls --json`: a device of the catalogue and the metrics each of its methods gives."""
 
     device: str
@@ -234,8 +235,8 @@ class DeviceRecord:
     notes: str
 
 
-@dataclass(frozen=True)
-class DeviceListing:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceListing(Record):
     """`np devices ls`: the catalogue's devices that pass the filters, in the asked order, and the workspace's farm
     (its devices' places and their state; None without a farm)."""
 

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.status import TrialState
 
 __all__ = ["SweepObjective", "SweepConstraint", "FrontPoint", "FrontView"]
 
 
-@dataclass(frozen=True)
-class SweepObjective:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepObjective(Record):
     name: str  # as the user wrote it: latency
     metric: str  # the recorded metric: LATENCY
     direction: str  # min | max
     unit: str  # the stored unit: ms
 
 
-@dataclass(frozen=True)
-class SweepConstraint:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepConstraint(Record):
     text: str  # as written: "latency <= 20 ms"
     metric: str
     op: str  # <= >= < >
@@ -36,8 +37,8 @@ class SweepConstraint:
 
 
 
-@dataclass(frozen=True)
-class FrontPoint:
+@dataclass(frozen=True, eq=False, repr=False)
+class FrontPoint(Record):
     """One trial as the front shows it (np_optimizer.report.front builds it from the SweepRecord)."""
 
     number: int
@@ -57,8 +58,8 @@ class FrontPoint:
     caveats: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class FrontView:
+@dataclass(frozen=True, eq=False, repr=False)
+class FrontView(Record):
     """The front of a project's sweep: every trial in number order with its objective values, the Pareto-optimal
     ones marked, the best trial of each objective, and the failed ones with their reason (np report --json: "sweep")."""
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
 from np_optimizer.records.front import FrontView
 from np_optimizer.records.index import ExperimentPart
@@ -24,8 +25,8 @@ FINISHED = frozenset({JobStatus.SUCCESS, JobStatus.REUSED, JobStatus.FAILED, Job
 PASS, FAIL, NOT_CHECKED = BudgetStatus.PASS, BudgetStatus.FAIL, BudgetStatus.NOT_CHECKED
 
 
-@dataclass(frozen=True)
-class RowMetric:
+@dataclass(frozen=True, eq=False, repr=False)
+class RowMetric(Record):
     """One figure of a pipeline row: a round's metric (MetricValue) with how its round got it (method, result kind),
     the step's own fidelity (SNR, identical outputs) or lowering (.pte size, ops), or an evaluation's metric (its
     trigger, samples and dataset). None: the row's source does not say."""
@@ -105,8 +106,8 @@ class ExperimentReport:
     best: str | None = None  # the best-model rule's pick (a row's model name)
 
 
-@dataclass(frozen=True)
-class ProjectRow:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProjectRow(Record):
     """One experiment of the project view: its output checkpoint's row (None: no steps, or unreadable)."""
 
     name: str
@@ -115,8 +116,8 @@ class ProjectRow:
     output: PipelineRow | None = None
 
 
-@dataclass(frozen=True)
-class ProjectReport:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProjectReport(Record):
     name: str
     device: str
     model_name: str | None
@@ -126,15 +127,15 @@ class ProjectReport:
     sweep_warning: str | None = None  # why the sweep's front is not shown (a damaged trials.json)
 
 
-@dataclass(frozen=True)
-class SortKey:
+@dataclass(frozen=True, eq=False, repr=False)
+class SortKey(Record):
     token: str
     metric_type: str
     descending: bool
 
 
-@dataclass(frozen=True)
-class Pick:
+@dataclass(frozen=True, eq=False, repr=False)
+class Pick(Record):
     """The value a budget (or the scatter) uses for one checkpoint and metric, in the stored unit, and where it came
     from; `value` None with `reason` when there is none."""
 
@@ -145,8 +146,8 @@ class Pick:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class BudgetOutcome:
+@dataclass(frozen=True, eq=False, repr=False)
+class BudgetOutcome(Record):
     checkpoint: str
     model: str  # the row's name: input_model, 02_graph_quantize ...
     budget: str  # the budget's key: latency_ms, snr_min ...
@@ -176,8 +177,8 @@ class BudgetOutcome:
 
 
 
-@dataclass(frozen=True)
-class BudgetVerdict:
+@dataclass(frozen=True, eq=False, repr=False)
+class BudgetVerdict(Record):
     __json_computed__: ClassVar[dict[str, str]] = {"status": "status", "verdict": "line", "passed": "passed",
                                                     "failed": "failed", "not_checked": "not_checked"}
     __json_order__: ClassVar[tuple[str, ...]] = ("status", "verdict", "checkpoints", "check_all", "passed", "failed",
@@ -230,8 +231,8 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
 
 
-@dataclass(frozen=True)
-class ReportRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ReportRecord(Record):
     """`np report`: the experiment view (pipeline rows, post-hoc rounds) or the project view, and the --json document.
 
     `rows` are the pipeline rows that --filter keeps, in --sort order; `data` is the document `np report --json`

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
@@ -18,8 +19,8 @@ __all__ = ["Lowering", "JobState", "MeasurementState", "StatusRecord"]
 Lowering = CompileStatus | Literal["not lowered"]
 
 
-@dataclass(frozen=True)
-class JobState:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobState(Record):
     """One job as `np status` shows it; a job left in_progress by a process that is gone is `interrupted`."""
 
     name: str
@@ -35,8 +36,8 @@ class JobState:
     errors: tuple[ErrorRecord, ...] = ()
 
 
-@dataclass(frozen=True)
-class MeasurementState:
+@dataclass(frozen=True, eq=False, repr=False)
+class MeasurementState(Record):
     """One profile round (inline in np run, or post hoc) as `np status` lists it."""
 
     checkpoint: str | None
@@ -49,8 +50,8 @@ class MeasurementState:
     measurement_id: str | None
 
 
-@dataclass(frozen=True)
-class StatusRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class StatusRecord(Record):
     """`np status`: the experiment's state, its jobs and measurements, and (with --logs) execution.log.
 
     No schema_version: `np status --json` prints this record as is, and its shape is pinned."""

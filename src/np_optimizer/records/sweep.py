@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.front import FrontPoint, FrontView, SweepConstraint, SweepObjective
 from np_optimizer.records.status import RunStatus, TrialState
@@ -27,8 +28,8 @@ COMPLETE, FAILED, RUNNING, WAITING = TrialState.COMPLETE, TrialState.FAILED, Tri
 TRIAL_STATES = (WAITING, RUNNING, COMPLETE, FAILED)
 
 
-@dataclass(frozen=True)
-class SweepTrial:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepTrial(Record):
     number: int  # the Optuna trial number (0, 1, ...): one per configuration, never reused
     experiment: str  # the experiment folder that ran it: experiment_07
     params: dict[str, JsonValue]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
@@ -43,8 +44,8 @@ class SweepTrial:
     caveats: tuple[str, ...] = ()  # one line each: a value that covers part of the model only (NPU part)
 
 
-@dataclass(frozen=True)
-class SweepRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepRecord(Record):
     sweep_file: str  # the sweep.yaml it came from, relative to the project
     strategy: str  # grid | optuna | layers
     objectives: tuple[SweepObjective, ...]
@@ -71,8 +72,8 @@ __all__ += ["TrialJob", "TrialError", "TrialFigure", "TrialResult", "TrialStatus
 TrialStatus = RunStatus  # a trial ends as an np run does: success or failed
 
 
-@dataclass(frozen=True)
-class TrialJob:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialJob(Record):
     """One trial handed to a pool: its experiment folder and what to do there (JSON: the worker process's argument)."""
 
     number: int
@@ -84,8 +85,8 @@ class TrialJob:
     measure_only: bool = False  # the steps ran elsewhere (a Ray node): only measure here
 
 
-@dataclass(frozen=True)
-class TrialError:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialError(Record):
     """Why a trial failed: the error that stopped it, as np reports errors."""
 
     message: str
@@ -93,8 +94,8 @@ class TrialError:
     code: str | None = None
 
 
-@dataclass(frozen=True)
-class TrialFigure:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialFigure(Record):
     """One of the sweep's metrics for the trial's last checkpoint, in the metric's stored unit."""
 
     metric: str  # LATENCY
@@ -108,8 +109,8 @@ class TrialFigure:
         return None if self.why is None else f"{self.metric.lower()}: {self.why}"
 
 
-@dataclass(frozen=True)
-class TrialResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialResult(Record):
     """How one trial ended, as its worker reports it (one JSON line of the local pool's child, or a Ray task's
     return): success or failed, the figures of its last checkpoint, the error that stopped it."""
 
@@ -130,15 +131,15 @@ class TrialResult:
         return {f.metric: f.value for f in self.figures}
 
 
-@dataclass(frozen=True)
-class PlannedTrial:
+@dataclass(frozen=True, eq=False, repr=False)
+class PlannedTrial(Record):
     params: dict[str, JsonValue]
     steps: tuple[str, ...]
     problems: tuple[str, ...]  # why this trial will fail (its run.yaml breaks a rule of the device or model)
 
 
-@dataclass(frozen=True)
-class SweepPlan:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepPlan(Record):
     """What `np sweep` will do, before it does it (`np sweep --dry-run --json` prints it)."""
 
     project: str
@@ -158,8 +159,8 @@ class SweepPlan:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class SweepResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepResult(Record):
     """`np sweep`: its plan; with a run, the sweep's record when it ended (or when it was interrupted, as far as
     trials.json got; None for a study kept in a database and stopped before it wrote a record)."""
 

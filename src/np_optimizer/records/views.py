@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.report import BudgetVerdict, ExperimentReport
 
 __all__ = ["LayersRecord", "CompareRecord", "ExperimentPage"]
 
 
-@dataclass(frozen=True)
-class LayersRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class LayersRecord(Record):
     """`np report --layers`: the costliest layers of one checkpoint's round, by module path."""
 
     __json_order__: ClassVar[tuple[str, ...]] = ("experiment", "checkpoint", "device", "method", "result_kind", "cost",
@@ -38,16 +39,16 @@ class LayersRecord:
 
 
 
-@dataclass(frozen=True)
-class CompareRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class CompareRecord(Record):
     columns: tuple[dict[str, JsonValue], ...]
     totals: tuple[dict[str, JsonValue], ...]
     diffs: tuple[dict[str, JsonValue], ...]  # one per column after the first, against the first
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-@dataclass(frozen=True)
-class ExperimentPage:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExperimentPage(Record):
     """What the HTML page shows of one experiment, read from its folder before rendering (the renderer reads no
     file): its report, the budgets verdict (of --check, else of run.yaml's budgets: section, shown not enforced) and
     the raw latency samples of its measured rounds, by the artifact path each round recorded, and the costliest layers
