@@ -13,13 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ConfigError
-from np_optimizer.locks import FileLock
 
 __all__ = ["cache_root", "remove_path", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
@@ -69,6 +67,8 @@ def write_bytes(path: Path, data: bytes) -> None:
 
     The file gets the mode a plain `open(path, "w")` would give (0666 minus the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # (on the first write: a read command does not import it)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -133,6 +133,8 @@ def _json_kind(value: Any) -> str:
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock on `.<name>.lock` beside `path`, shared by every process of the user, waited for; re-entrant
     within a thread (locks.py)."""
+    from np_optimizer.locks import FileLock  # (and processes: only commands that write pay for them)
+
     lock_path = path.with_name(f".{path.name}.lock")  # hidden: a lock is not a result
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)

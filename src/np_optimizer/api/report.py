@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from np_optimizer.errors import ConfigError, NotFoundError, NpError, UsageError
 from np_optimizer.records import ReportRecord, to_dict
-from np_optimizer.records.sweep import FrontView
+from np_optimizer.records.front import FrontView
 from np_optimizer.report.model import (
     PipelineRow,
     ProjectReport,

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from np_optimizer.devices import get_device
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import write_json
 from np_optimizer.logs import libraries_log
-from np_optimizer.records import ExportRecord, JobRecord, JobState, MeasurementState, StatusRecord, to_dict
-from np_optimizer.records.commands import Lowering
+from np_optimizer.records import JobRecord, to_dict
+from np_optimizer.records.state import JobState, Lowering, MeasurementState, StatusRecord
 from np_optimizer.records.status import CompileStatus, ExperimentStatus, JobStatus
 from np_optimizer.workspace import resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
+
+if TYPE_CHECKING:
+    from np_optimizer.records import ExportRecord
 
 __all__ = ["status", "export", "EXPORT_LEVELS"]
 
@@ -41,6 +44,7 @@ def _make_folder(target: Path) -> None:
 def _lowered_later(store: ExperimentStore, job: JobRecord, device_name: str) -> tuple[Lowering, str]:
     """The lowering of a job np run did not lower: the one np profile made since, if any; and why."""
     from np_optimizer.compile import compile_dir, find_compiled  # (hashing and the tools' wrappers: when needed)
+    from np_optimizer.devices import get_device
 
     device = get_device(device_name)
     found = find_compiled(compile_dir(store.job_dir(job.name), device), device,
@@ -59,8 +63,9 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
     state = str(meta.get("status", ExperimentStatus.CREATED))
     if state == ExperimentStatus.RUNNING and not _alive(meta.get("pid")):
         state = ExperimentStatus.INTERRUPTED
+    listed, index = store.read_jobs_and_index()  # each file read once: the jobs, and the rounds the index picks
     jobs = []
-    for job in store.jobs():
+    for job in listed:
         job_state = job.status
         if job_state == JobStatus.IN_PROGRESS and not _alive(job.pid):
             job_state = JobStatus.INTERRUPTED
@@ -72,11 +77,10 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
                              checkpoint=job.checkpoint, status=job_state, duration_s=job.duration_s,
                              started_at=job.started_at, ended_at=job.ended_at, lowering=lowering,
                              lowering_reason=reason, errors=job.errors))
-    report = store.read_report()
-    measurements = [MeasurementState(checkpoint=r.get("checkpoint"), trigger=r.get("trigger"), status=r.get("status"),
-                                     method=r.get("method"), result_kind=r.get("result_kind"), device=r.get("device"),
-                                     started_at=r.get("started_at"), measurement_id=r.get("measurement_id"))
-                    for r in [*(report.get("profile") or {}).get("results", []), *report.get("post_hoc", [])]]
+    measurements = [MeasurementState(checkpoint=r.checkpoint, trigger=r.trigger, status=r.status, method=r.method,
+                                     result_kind=r.result_kind, device=r.device, started_at=r.started_at,
+                                     measurement_id=r.measurement_id)
+                    for r in (*index.profile.results, *index.post_hoc)]
     log_text = exp.log_file.read_text(encoding="utf-8", errors="replace") if logs and exp.log_file.exists() else None
     return StatusRecord(exp.name, state, tuple(jobs), tuple(measurements), log_text)
 
@@ -90,6 +94,8 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
                          code="NP-EXP-400")
     from np_optimizer.api.experiments import output_checkpoint
     from np_optimizer.compile import compile_dir, find_compiled
+    from np_optimizer.devices import get_device
+    from np_optimizer.records import ExportRecord  # (np status defines only its own records: records/state.py)
 
     exp = resolve_experiment(experiment, project, cwd or Path.cwd())
     store = ExperimentStore(exp)

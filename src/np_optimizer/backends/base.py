@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.errors import UnsupportedError
+from np_optimizer.records.base import Record  # ==, hash(), repr() shared: cheaper to define
 from np_optimizer.registry import Registry
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ def no_compile_options(_target: str | None) -> dict[str, Any]:
     return {}
 
 
-@dataclass(frozen=True)
-class Scheme:
+@dataclass(frozen=True, eq=False, repr=False)
+class Scheme(Record):
     """A graph-quantize scheme of one backend: its run.yaml name and how to build its quantizer."""
 
     name: str
@@ -45,8 +46,8 @@ class Scheme:
     description: str = ""
 
 
-@dataclass(frozen=True)
-class Backend:
+@dataclass(frozen=True, eq=False, repr=False)
+class Backend(Record):
     name: str  # as in the device rows and run.yaml messages: "xnnpack", "ethos-u"
     display_name: str
     schemes: tuple[Scheme, ...]

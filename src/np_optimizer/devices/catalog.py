@@ -13,6 +13,7 @@ from np_optimizer.backends import Backend, get_backend
 from np_optimizer.errors import NotFoundError, UnsupportedError
 from np_optimizer.metrics import HEADLINE
 from np_optimizer.metrics import MetricType as M
+from np_optimizer.records.base import Record  # ==, hash(), repr() shared: cheaper to define
 
 if TYPE_CHECKING:
     from np_optimizer.records import DeviceRecord
@@ -29,8 +30,8 @@ __all__ = [
     "method_support",
 ]
 
-@dataclass(frozen=True)
-class MethodSupport:
+@dataclass(frozen=True, eq=False, repr=False)
+class MethodSupport(Record):
     """What one profiling method gives on one device."""
 
     method: str
@@ -40,8 +41,8 @@ class MethodSupport:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Device:
+@dataclass(frozen=True, eq=False, repr=False)
+class Device(Record):
     name: str
     display_name: str
     runtime: str

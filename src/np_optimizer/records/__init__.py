@@ -3,9 +3,11 @@
     codec.py       to_dict / from_dict (SCHEMA_VERSION: each top-level record carries it; readers accept older
                    versions they know and refuse newer ones)
     results.py     checkpoints, metrics, profile and evaluation results, job.json
-    commands.py    what the commands return (np projects, experiments, status, export, run, profile, evaluate)
+    commands.py    what the commands return (np projects, experiments, export, run, profile, evaluate)
+    state.py       what np status returns (apart: np status defines 3 record types, not commands.py's 16)
     validation.py  validation issues and the execution plan (np validate, np run --dry-run)
-    report.py      np report's rows, groups, budgets verdict, layer views, tables and the report record
+    report.py      np report's rows, groups, budgets verdict, tables and the report record
+    views.py       np report --layers, np compare and the HTML page's records (apart: np report does not define them)
     layers.py      the layer key of every per-layer row
     index.py       report.json as a record, and build_index (pure: the jobs and the experiment's state in)
 
@@ -30,23 +32,17 @@ if TYPE_CHECKING:
         FarmDevice,
         FarmPlace,
         FarmView,
-        JobState,
-        MeasurementState,
         ModelSpec,
         ProfileRound,
         ProjectRecord,
         RunSummary,
-        StatusRecord,
         WorkspaceInitResult,
     )
     from np_optimizer.records.layers import LayerKey
     from np_optimizer.records.report import (
         BudgetOutcome,
         BudgetVerdict,
-        CompareRecord,
-        ExperimentPage,
         ExperimentReport,
-        LayersRecord,
         Pick,
         PipelineRow,
         PostHocGroup,
@@ -64,21 +60,24 @@ if TYPE_CHECKING:
         MetricValue,
         ProfileResult,
     )
+    from np_optimizer.records.state import JobState, MeasurementState, StatusRecord
     from np_optimizer.records.validation import Plan, PlannedProfile, PlannedStep, ValidationIssue, ValidationReport
+    from np_optimizer.records.views import CompareRecord, ExperimentPage, LayersRecord
 
 # name -> the module of this package that defines it
 _WHERE = {
     **dict.fromkeys(["SCHEMA_VERSION", "from_dict", "to_dict"], "codec"),
     **dict.fromkeys([
         "DeviceRecord", "EvaluationRound", "ExperimentRecord", "ExportRecord", "FarmDevice", "FarmPlace", "FarmView",
-        "JobState", "MeasurementState", "ModelSpec", "ProfileRound", "ProjectRecord", "RunSummary", "StatusRecord",
-        "WorkspaceInitResult"
+        "ModelSpec", "ProfileRound", "ProjectRecord", "RunSummary", "WorkspaceInitResult"
     ], "commands"),
+    **dict.fromkeys(["JobState", "MeasurementState", "StatusRecord"], "state"),
     **dict.fromkeys(["LayerKey"], "layers"),
     **dict.fromkeys([
-        "BudgetOutcome", "BudgetVerdict", "CompareRecord", "ExperimentPage", "ExperimentReport", "LayersRecord", "Pick",
-        "PipelineRow", "PostHocGroup", "ProjectReport", "ProjectRow", "ReportRecord", "SortKey", "Table"
+        "BudgetOutcome", "BudgetVerdict", "ExperimentReport", "Pick", "PipelineRow", "PostHocGroup", "ProjectReport",
+        "ProjectRow", "ReportRecord", "SortKey", "Table"
     ], "report"),
+    **dict.fromkeys(["CompareRecord", "ExperimentPage", "LayersRecord"], "views"),
     **dict.fromkeys([
         "CheckpointRef", "CompileResult", "EvaluationResult", "JobRecord", "MetricValue", "ProfileResult"
     ], "results"),

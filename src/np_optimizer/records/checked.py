@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.commands import RunSummary
 from np_optimizer.records.report import ReportRecord
 
 __all__ = ["CheckedRun"]
 
 
-@dataclass(frozen=True)
-class CheckedRun:
+@dataclass(frozen=True, eq=False, repr=False)
+class CheckedRun(Record):
     """`np run --check`: the run, then its budgets checked on the stored results (`report`: the checked report; None
     when the run failed, which leaves nothing to check)."""
 

@@ -26,7 +26,7 @@ import typing
 from pathlib import Path, PurePath
 from typing import Any, TypeAlias, TypeVar, Union
 
-__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE", "PRESENT",
+__all__ = ["SCHEMA_VERSION", "to_dict", "from_dict", "field_types", "json_name", "NOT_WRITTEN", "OMITTED_WHEN_NONE", "PRESENT",
            "JsonValue", "as_object", "as_list"]
 
 SCHEMA_VERSION = 1
@@ -100,50 +100,78 @@ def _plain(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    """The field types of a record, resolved once per class."""
+def field_types(cls: type) -> dict[str, Any]:
+    """The field types of a record, resolved once per class in a process (resolving compiles each annotation string;
+    the codec and the store's shape check share this)."""
     return typing.get_type_hints(cls)
 
 
 def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     """Rebuild a record (and nested records and tuples of records) from `to_dict` output; unknown keys are ignored."""
-    hints = _hints(typing.cast(type, cls))
-    kwargs = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        key = _key(f)
-        if key is not None and key in data and f.init:
-            kwargs[f.name] = _coerce(hints[f.name], data[key])
-    present_field = _present_field(typing.cast(type, cls))
+    reads, present_field, keys = _reading(typing.cast(type, cls))
+    kwargs = {name: _coerce(hint, data[key]) for name, key, hint in reads if key in data}
     if present_field:
-        kwargs[present_field] = frozenset(k for k in (_key(f) for f in dataclasses.fields(cls)) if k in data)  # type: ignore[arg-type]
+        kwargs[present_field] = frozenset(k for k in keys if k in data)
     return cls(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _reading(cls: type) -> tuple[tuple[tuple[str, str, Any], ...], str | None, tuple[str, ...]]:
+    """How from_dict reads a record, worked out once per class: (field, JSON key, type) of each field it sets, the
+    PRESENT field's name, and every JSON key of the record."""
+    hints = field_types(cls)
+    keyed = [(f, _key(f)) for f in dataclasses.fields(cls)]
+    return (tuple((f.name, key, hints[f.name]) for f, key in keyed if key is not None and f.init),
+            _present_field(cls), tuple(key for _, key in keyed if key is not None))
+
+
+_UNION, _RECORD, _PATH, _ENUM, _SEQUENCE, _MAPPING, _AS_IS = range(7)
+
+
+@functools.lru_cache(maxsize=None)
+def _kind(hint: Any) -> tuple[int, Any]:
+    """How _coerce rebuilds a value of type `hint`, worked out once per type (a job.json has hundreds of values)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _UNION, tuple(a for a in args if a is not type(None))
+    if dataclasses.is_dataclass(hint):
+        return _RECORD, None
+    if hint is Path:
+        return _PATH, None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _ENUM, None
+    if origin in (tuple, list):
+        return _SEQUENCE, (origin, args[0] if args else Any)
+    if origin is dict and len(args) == 2:
+        return _MAPPING, args[1]
+    return _AS_IS, None
 
 
 def _coerce(hint: Any, value: Any) -> Any:
     if value is None:
         return None
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        for arg in args:
-            if arg is type(None):
-                continue
+    try:
+        kind, detail = _kind(hint)
+    except TypeError:  # a type that cannot be a cache key: worked out each time
+        kind, detail = _kind.__wrapped__(hint)
+    if kind == _UNION:
+        for arg in detail:
             try:
                 return _coerce(arg, value)
             except (TypeError, KeyError, ValueError):
                 continue
         return value
-    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return from_dict(hint, value)  # type: ignore[arg-type]
-    if hint is Path and isinstance(value, str):
-        return Path(value)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+    if kind == _RECORD:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected a mapping for {hint}")
+        return from_dict(hint, value)
+    if kind == _PATH:
+        return Path(value) if isinstance(value, str) else value
+    if kind == _ENUM:
         return hint._value2member_map_.get(value, value)
-    if origin in (tuple, list) and isinstance(value, list):
-        inner = args[0] if args else Any
+    if kind == _SEQUENCE and isinstance(value, list):
+        origin, inner = detail
         return origin(_coerce(inner, v) for v in value)
-    if origin is dict and isinstance(value, dict) and len(args) == 2:
-        return {k: _coerce(args[1], v) for k, v in value.items()}
-    if dataclasses.is_dataclass(hint) and not isinstance(value, dict):
-        raise TypeError(f"expected a mapping for {hint}")
+    if kind == _MAPPING and isinstance(value, dict):
+        return {k: _coerce(detail, v) for k, v in value.items()}
     return value

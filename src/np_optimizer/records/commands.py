@@ -1,4 +1,4 @@
-"""The records the commands return: what `np <command> --json` prints."""
+"""The records the commands return: what `np <command> --json` prints (np status's are in state.py)."""
 
 from __future__ import annotations
 
@@ -6,21 +6,18 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from np_optimizer.errors import EXIT_FAILED, failure_exit_code
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import NOT_WRITTEN, SCHEMA_VERSION
 from np_optimizer.records.parts import ErrorRecord
 from np_optimizer.records.results import EvaluationResult, ProfileResult
-from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus, RunStatus
+from np_optimizer.records.status import JobStatus, RoundStatus, RunStatus
 
 __all__ = ["DeviceRecord", "ModelSpec", "FarmPlace", "FarmDevice", "FarmView", "WorkspaceInitResult",
-           "ProjectRecord", "ExperimentRecord", "JobState", "MeasurementState", "StatusRecord", "ExportRecord",
-           "RunSummary", "RunJob", "EvaluationRound", "ProfileRound", "Lowering", "ExperimentJob", "DeviceMethod"]
+           "ProjectRecord", "ExperimentRecord", "ExportRecord", "RunSummary", "RunJob", "EvaluationRound", "ProfileRound",
+           "ExperimentJob", "DeviceMethod"]
 
-# A job's lowering as np status shows it: compile.json's status, or "not lowered" (np run lowers what profile: lists)
-Lowering = CompileStatus | Literal["not lowered"]
-
-
-@dataclass(frozen=True)
-class WorkspaceInitResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class WorkspaceInitResult(Record):
     root: str
     created: bool
     projects: tuple[str, ...]
@@ -28,8 +25,8 @@ class WorkspaceInitResult:
     schema_version: int = SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
-class ProjectRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProjectRecord(Record):
     name: str
     path: str
     device: str
@@ -42,8 +39,8 @@ class ProjectRecord:
     schema_version: int = SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
-class ExperimentJob:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExperimentJob(Record):
     """One job of `np experiments show --json`: its status as job.json says it, or "unreadable"."""
 
     name: str
@@ -51,8 +48,8 @@ class ExperimentJob:
     step_type: str | None
 
 
-@dataclass(frozen=True)
-class ExperimentRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExperimentRecord(Record):
     name: str
     path: str
     project: str
@@ -66,52 +63,8 @@ class ExperimentRecord:
     schema_version: int = SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
-class JobState:
-    """One job as `np status` shows it; a job left in_progress by a process that is gone is `interrupted`."""
-
-    name: str
-    step_type: str
-    step_index: int
-    checkpoint: str
-    status: JobStatus
-    duration_s: float | None = None
-    started_at: str | None = None
-    ended_at: str | None = None
-    lowering: Lowering | None = None  # the compile status for the project's device
-    lowering_reason: str | None = None
-    errors: tuple[ErrorRecord, ...] = ()
-
-
-@dataclass(frozen=True)
-class MeasurementState:
-    """One profile round (inline in np run, or post hoc) as `np status` lists it."""
-
-    checkpoint: str | None
-    trigger: str | None
-    status: RoundStatus | None
-    method: str | None
-    result_kind: str | None
-    device: str | None
-    started_at: str | None
-    measurement_id: str | None
-
-
-@dataclass(frozen=True)
-class StatusRecord:
-    """`np status`: the experiment's state, its jobs and measurements, and (with --logs) execution.log.
-
-    No schema_version: `np status --json` prints this record as is, and its shape is pinned."""
-
-    experiment: str
-    status: str
-    jobs: tuple[JobState, ...] = ()
-    measurements: tuple[MeasurementState, ...] = ()
-    log: str | None = None
-
-
-@dataclass(frozen=True)
-class ExportRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExportRecord(Record):
     """`np export`: what was copied where (`files` are absolute paths, the .pte first).
 
     No schema_version: `np export --json` prints this record as is, and its shape is pinned."""
@@ -124,8 +77,8 @@ class ExportRecord:
     files: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class RunJob:
+@dataclass(frozen=True, eq=False, repr=False)
+class RunJob(Record):
     """One job of `np run --json`'s `jobs`."""
 
     name: str
@@ -133,8 +86,8 @@ class RunJob:
     duration_s: float | None = None
 
 
-@dataclass(frozen=True)
-class RunSummary:
+@dataclass(frozen=True, eq=False, repr=False)
+class RunSummary(Record):
     """`np run`: how the run ended, its jobs, its profile rounds, and the error that stopped the steps (if any).
 
     No schema_version: `np run --json` prints `to_dict()` of it, whose shape is pinned."""
@@ -159,8 +112,8 @@ class RunSummary:
 
 
 
-@dataclass(frozen=True)
-class EvaluationRound:
+@dataclass(frozen=True, eq=False, repr=False)
+class EvaluationRound(Record):
     """`np evaluate`: the post-hoc evaluations of one command.
 
     No schema_version: `np evaluate --json` prints `to_dict()` of it."""
@@ -179,8 +132,8 @@ class EvaluationRound:
 
 
 
-@dataclass(frozen=True)
-class ProfileRound:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProfileRound(Record):
     """`np profile`: the post-hoc rounds of one command, on one device with one method.
 
     No schema_version: `np profile --json` prints `to_dict()` of it, whose shape is pinned."""
@@ -210,8 +163,8 @@ class ProfileRound:
 
 
 
-@dataclass(frozen=True)
-class ModelSpec:
+@dataclass(frozen=True, eq=False, repr=False)
+class ModelSpec(Record):
     """project.json's `model`: what the project's model is and where its copy lives."""
 
     # "builtin" | "pt2" | "hf" (a Hugging Face model folder, copied to model/hf/) | "package" (file.py:factory: the
@@ -230,8 +183,8 @@ class ModelSpec:
     version: str | None = None
 
 
-@dataclass(frozen=True)
-class FarmPlace:
+@dataclass(frozen=True, eq=False, repr=False)
+class FarmPlace(Record):
     name: str
     state: str  # "free" | "acquired" | "reserved"
     acquired_by: str | None  # labgrid's owner, host/user
@@ -241,23 +194,23 @@ class FarmPlace:
     available: bool  # the exporter publishes the service now
 
 
-@dataclass(frozen=True)
-class FarmDevice:
+@dataclass(frozen=True, eq=False, repr=False)
+class FarmDevice(Record):
     device: str
     tags: dict[str, str]
     places: tuple[FarmPlace, ...]
     waiting: int  # reservations for exactly these tags still in the queue
 
 
-@dataclass(frozen=True)
-class FarmView:
+@dataclass(frozen=True, eq=False, repr=False)
+class FarmView(Record):
     coordinator: str
     devices: tuple[FarmDevice, ...]
     exporters: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class DeviceMethod:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceMethod(Record):
     """What one profiling method gives on a device, as `np devices ls --json` prints it."""
 
     result_kind: str  # "estimated" | "measured"
@@ -266,8 +219,8 @@ class DeviceMethod:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class DeviceRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceRecord(Record):
     """One row of `np devices ls --json`: a device of the catalogue and the metrics each of its methods gives."""
 
     device: str
@@ -282,8 +235,8 @@ class DeviceRecord:
     notes: str
 
 
-@dataclass(frozen=True)
-class DeviceListing:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceListing(Record):
     """`np devices ls`: the catalogue's devices that pass the filters, in the asked order, and the workspace's farm
     (its devices' places and their state; None without a farm)."""
 

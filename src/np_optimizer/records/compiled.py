@@ -9,14 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.parts import JobOutput
 from np_optimizer.records.results import CheckpointRef, CompileResult
 
 __all__ = ["ProgramStats", "CompiledCheckpoint", "ProducedCheckpoint"]
 
 
-@dataclass(frozen=True)
-class ProgramStats:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProgramStats(Record):
     """Static facts of a checkpoint, counted by its job when it saved the .pt2 (job.json's output block)."""
 
     macs: int | None = None
@@ -36,8 +37,8 @@ class ProgramStats:
                 if v is not None}
 
 
-@dataclass(frozen=True)
-class CompiledCheckpoint:
+@dataclass(frozen=True, eq=False, repr=False)
+class CompiledCheckpoint(Record):
     """A checkpoint compiled for one device: its compile folder and record (compile.json), and the checkpoint's
     statistics. `record.status` may be "unsupported" or "failed": the compile record says why."""
 
@@ -64,8 +65,8 @@ class CompiledCheckpoint:
         return self.record.delegated_ops, self.record.total_ops, self.record.num_delegates
 
 
-@dataclass(frozen=True)
-class ProducedCheckpoint:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProducedCheckpoint(Record):
     """What one job of np run produced. `compiled` is None when the job did not compile in this run (a job reused
     under --retry, or a checkpoint not lowered now): the profiler then looks its compilation up on disk."""
 

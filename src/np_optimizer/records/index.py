@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import OMITTED_WHEN_NONE, SCHEMA_VERSION
 from np_optimizer.records.parts import CompileSummary, ErrorRecord, Fidelity, JobOutput
 from np_optimizer.records.results import EvaluationResult, JobRecord, ProfileResult
@@ -28,8 +29,8 @@ DAMAGED = JobStatus.DAMAGED  # the status of a job whose job.json cannot be read
 _NOT_SET: dict[str, Any] = OMITTED_WHEN_NONE  # a key written only once np run has set it (older files' shape)
 
 
-@dataclass(frozen=True)
-class ExperimentPart:
+@dataclass(frozen=True, eq=False, repr=False)
+class ExperimentPart(Record):
     """report.json's `experiment`: the experiment's state, as meta.json keeps it (a copy that restores meta.json)."""
 
     name: str
@@ -42,8 +43,8 @@ class ExperimentPart:
     ended_at: str | None = field(default=None, metadata=_NOT_SET)
 
 
-@dataclass(frozen=True)
-class ProfilingPhase:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProfilingPhase(Record):
     """np run's Profiling phase: whether run.yaml lists checkpoints to profile, which, by what method and since
     when (the run's results are its inline rounds since then)."""
 
@@ -53,8 +54,8 @@ class ProfilingPhase:
     started_at: str | None = field(default=None, metadata=_NOT_SET)
 
 
-@dataclass(frozen=True)
-class EvaluationPhase:
+@dataclass(frozen=True, eq=False, repr=False)
+class EvaluationPhase(Record):
     """np run's Evaluation phase: the checkpoints run.yaml's `evaluate:` lists, and since when."""
 
     enabled: bool = False
@@ -62,8 +63,8 @@ class EvaluationPhase:
     started_at: str | None = None
 
 
-@dataclass(frozen=True)
-class IndexState:
+@dataclass(frozen=True, eq=False, repr=False)
+class IndexState(Record):
     """What report.json keeps of its own, not derived from the job files. `inline_rounds` and `post_hoc_rounds` are
     the rounds the stored index holds; build_index keeps those whose job has no readable job.json (a step that
     never ran, a damaged file) and takes the others from the jobs."""
@@ -75,8 +76,8 @@ class IndexState:
     post_hoc_rounds: tuple[ProfileResult, ...] = ()
 
 
-@dataclass(frozen=True)
-class PipelineEntry:
+@dataclass(frozen=True, eq=False, repr=False)
+class PipelineEntry(Record):
     """The report.json row of a job: status, checkpoint, lowering and fidelity (no profile results: those are apart).
     `lowering` is the compile summary's INDEX_KEYS (None when the job was not lowered)."""
 
@@ -97,14 +98,14 @@ class PipelineEntry:
     errors: tuple[ErrorRecord, ...]
 
 
-@dataclass(frozen=True)
-class PipelineIndex:
+@dataclass(frozen=True, eq=False, repr=False)
+class PipelineIndex(Record):
     input_model: PipelineEntry | None = None
     steps: tuple[PipelineEntry, ...] = ()
 
 
-@dataclass(frozen=True)
-class ProfileIndex:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProfileIndex(Record):
     """report.json's `profile`: the Profiling phase and its results, the latest round per checkpoint."""
 
     enabled: bool = False
@@ -114,8 +115,8 @@ class ProfileIndex:
     results: tuple[ProfileResult, ...] = ()
 
 
-@dataclass(frozen=True)
-class EvaluationIndex:
+@dataclass(frozen=True, eq=False, repr=False)
+class EvaluationIndex(Record):
     """report.json's `evaluation`: the latest run's inline result per checkpoint, and every post-hoc round."""
 
     enabled: bool = False
@@ -125,8 +126,8 @@ class EvaluationIndex:
     post_hoc: tuple[EvaluationResult, ...] = ()
 
 
-@dataclass(frozen=True)
-class ReportIndex:
+@dataclass(frozen=True, eq=False, repr=False)
+class ReportIndex(Record):
     """report.json."""
 
     __json_order__: ClassVar[tuple[str, ...]] = ("schema_version",)

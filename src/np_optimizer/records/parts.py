@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import PRESENT, JsonValue
 from np_optimizer.records.status import CacheStatus, CompileStatus
 
@@ -23,8 +24,8 @@ def _present() -> frozenset[str] | None:
     return field(default=None, metadata=PRESENT, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
-class ErrorRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ErrorRecord(Record):
     """Why a job or a round failed: the NP-* code, the message, the hint (errors.error_record builds one from an
     exception) and, for some NpErrors, their kind."""
 
@@ -47,8 +48,8 @@ class ErrorRecord:
         return cls(message=message, present=frozenset({"message"}))
 
 
-@dataclass(frozen=True)
-class CompileCacheUse:
+@dataclass(frozen=True, eq=False, repr=False)
+class CompileCacheUse(Record):
     """How the compile cache answered: a miss (the entry stored), or a hit (the lowering time it saved and the device
     the entry was compiled for)."""
 
@@ -68,8 +69,8 @@ class CompileCacheUse:
         return cls(CacheStatus.HIT, key, entry, saved_s, compiled_for)
 
 
-@dataclass(frozen=True)
-class CompileStop:
+@dataclass(frozen=True, eq=False, repr=False)
+class CompileStop(Record):
     """When the time limit stopped a lowering: the limit, when, in which stage, the option that raises it, and the
     error's code and hint."""
 
@@ -81,8 +82,8 @@ class CompileStop:
     hint: str | None = None
 
 
-@dataclass(frozen=True)
-class CompileSummary:
+@dataclass(frozen=True, eq=False, repr=False)
+class CompileSummary(Record):
     """One compilation as the job (every key of compile.json's CompileResult), a profile round (ROUND_KEYS: with
     where the compiled files are and how they were reused) and the report index (INDEX_KEYS) keep it. A key a file
     does not hold reads as None."""
@@ -136,8 +137,8 @@ class CompileSummary:
 NO_COMPILE = CompileSummary(present=frozenset())
 
 
-@dataclass(frozen=True)
-class RoundCache:
+@dataclass(frozen=True, eq=False, repr=False)
+class RoundCache(Record):
     """A round's use of the estimate cache: the key, and whether the estimate was reused (when it was cached) or
     forced again."""
 
@@ -153,8 +154,8 @@ class RoundCache:
         return cls(present=frozenset())
 
 
-@dataclass(frozen=True)
-class JobInput:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobInput(Record):
     """The checkpoint a job started from."""
 
     checkpoint: str
@@ -163,8 +164,8 @@ class JobInput:
     sha256: str
 
 
-@dataclass(frozen=True)
-class JobOutput:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobOutput(Record):
     """The checkpoint a job made, and its static figures."""
 
     checkpoint: str
@@ -178,8 +179,8 @@ class JobOutput:
     present: frozenset[str] | None = _present()
 
 
-@dataclass(frozen=True)
-class OutputComparison:
+@dataclass(frozen=True, eq=False, repr=False)
+class OutputComparison(Record):
     """Outputs against INPUT_MODEL's (fidelity.compare_outputs): SNR over all outputs, the lowest per tensor, the
     largest absolute error."""
 
@@ -191,14 +192,14 @@ class OutputComparison:
     present: frozenset[str] | None = _present()
 
 
-@dataclass(frozen=True)
-class LowestLayer:
+@dataclass(frozen=True, eq=False, repr=False)
+class LowestLayer(Record):
     key: str
     snr_db: float | None = None
 
 
-@dataclass(frozen=True)
-class NumericsSummary:
+@dataclass(frozen=True, eq=False, repr=False)
+class NumericsSummary(Record):
     """The per-layer SNR file of a job (layers_snr.json) in brief, or why there is none (`error`)."""
 
     file: str | None = None  # relative to the experiment
@@ -211,8 +212,8 @@ class NumericsSummary:
     present: frozenset[str] | None = _present()
 
 
-@dataclass(frozen=True)
-class Fidelity:
+@dataclass(frozen=True, eq=False, repr=False)
+class Fidelity(Record):
     """A job's outputs against INPUT_MODEL's on the evaluation inputs: the exported program's, the .pte's on this
     machine when it ran here, and each layer's. job.json holds {} when there were no evaluation inputs."""
 
@@ -231,8 +232,8 @@ class Fidelity:
         return cls(present=frozenset())
 
 
-@dataclass(frozen=True)
-class EvalDataset:
+@dataclass(frozen=True, eq=False, repr=False)
+class EvalDataset(Record):
     """The labelled dataset an evaluation ran on."""
 
     name: str

@@ -1,5 +1,6 @@
-"""The records of `np report`: the pipeline rows, post-hoc groups, project view, budgets verdict, the layer views,
-and the report record that carries them (what the renderers in np_optimizer.report draw)."""
+"""The records of `np report`: the pipeline rows, post-hoc groups, project view, budgets verdict, the tables,
+and the report record that carries them (what the renderers in np_optimizer.report draw; the layer views and the
+HTML page's record are in views.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,24 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from np_optimizer.errors import EXIT_BUDGET
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
+from np_optimizer.records.front import FrontView
 from np_optimizer.records.index import ExperimentPart
 from np_optimizer.records.parts import CompileSummary, Fidelity
 from np_optimizer.records.results import EvaluationResult, MetricValue, ProfileResult
 from np_optimizer.records.status import BudgetStatus, JobStatus
-from np_optimizer.records.sweep import FrontView
 
-__all__ = ["Table", "ExperimentPage", "RowMetric", "PipelineRow", "PostHocGroup", "EvaluationGroup", "ExperimentReport", "ProjectRow",
-           "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "LayersRecord",
-           "CompareRecord", "FINISHED", "PASS", "FAIL", "NOT_CHECKED"]
+__all__ = ["Table", "RowMetric", "PipelineRow", "PostHocGroup", "EvaluationGroup", "ExperimentReport", "ProjectRow",
+           "ProjectReport", "SortKey", "Pick", "BudgetOutcome", "BudgetVerdict", "ReportRecord", "FINISHED", "PASS",
+           "FAIL", "NOT_CHECKED"]
 
 FINISHED = frozenset({JobStatus.SUCCESS, JobStatus.REUSED, JobStatus.FAILED, JobStatus.CANCELED})
 PASS, FAIL, NOT_CHECKED = BudgetStatus.PASS, BudgetStatus.FAIL, BudgetStatus.NOT_CHECKED
 
 
-@dataclass(frozen=True)
-class RowMetric:
+@dataclass(frozen=True, eq=False, repr=False)
+class RowMetric(Record):
     """One figure of a pipeline row: a round's metric (MetricValue) with how its round got it (method, result kind),
     the step's own fidelity (SNR, identical outputs) or lowering (.pte size, ops), or an evaluation's metric (its
     trigger, samples and dataset). None: the row's source does not say."""
@@ -104,8 +106,8 @@ class ExperimentReport:
     best: str | None = None  # the best-model rule's pick (a row's model name)
 
 
-@dataclass(frozen=True)
-class ProjectRow:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProjectRow(Record):
     """One experiment of the project view: its output checkpoint's row (None: no steps, or unreadable)."""
 
     name: str
@@ -114,8 +116,8 @@ class ProjectRow:
     output: PipelineRow | None = None
 
 
-@dataclass(frozen=True)
-class ProjectReport:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProjectReport(Record):
     name: str
     device: str
     model_name: str | None
@@ -125,15 +127,15 @@ class ProjectReport:
     sweep_warning: str | None = None  # why the sweep's front is not shown (a damaged trials.json)
 
 
-@dataclass(frozen=True)
-class SortKey:
+@dataclass(frozen=True, eq=False, repr=False)
+class SortKey(Record):
     token: str
     metric_type: str
     descending: bool
 
 
-@dataclass(frozen=True)
-class Pick:
+@dataclass(frozen=True, eq=False, repr=False)
+class Pick(Record):
     """The value a budget (or the scatter) uses for one checkpoint and metric, in the stored unit, and where it came
     from; `value` None with `reason` when there is none."""
 
@@ -144,8 +146,8 @@ class Pick:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class BudgetOutcome:
+@dataclass(frozen=True, eq=False, repr=False)
+class BudgetOutcome(Record):
     checkpoint: str
     model: str  # the row's name: input_model, 02_graph_quantize ...
     budget: str  # the budget's key: latency_ms, snr_min ...
@@ -175,8 +177,8 @@ class BudgetOutcome:
 
 
 
-@dataclass(frozen=True)
-class BudgetVerdict:
+@dataclass(frozen=True, eq=False, repr=False)
+class BudgetVerdict(Record):
     __json_computed__: ClassVar[dict[str, str]] = {"status": "status", "verdict": "line", "passed": "passed",
                                                     "failed": "failed", "not_checked": "not_checked"}
     __json_order__: ClassVar[tuple[str, ...]] = ("status", "verdict", "checkpoints", "check_all", "passed", "failed",
@@ -229,8 +231,8 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.2f}"
 
 
-@dataclass(frozen=True)
-class ReportRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class ReportRecord(Record):
     """`np report`: the experiment view (pipeline rows, post-hoc rounds) or the project view, and the --json document.
 
     `rows` are the pipeline rows that --filter keeps, in --sort order; `data` is the document `np report --json`
@@ -269,37 +271,6 @@ class ReportRecord:
             sum(len(g.rounds) for g in self.experiment.evaluation)
 
 
-@dataclass(frozen=True)
-class LayersRecord:
-    """`np report --layers`: the costliest layers of one checkpoint's round, by module path."""
-
-    __json_order__: ClassVar[tuple[str, ...]] = ("experiment", "checkpoint", "device", "method", "result_kind", "cost",
-                                                 "coverage", "layers", "layer_count", "file", "snr", "warnings")
-
-    experiment: str
-    checkpoint: str
-    device: str
-    method: str
-    result_kind: str
-    cost: dict[str, JsonValue]
-    coverage: dict[str, JsonValue] | None
-    layers: tuple[dict[str, JsonValue], ...]
-    layer_count: int
-    file: str
-    warnings: tuple[str, ...] = ()
-    snr: dict[str, JsonValue] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
-
-
-
-@dataclass(frozen=True)
-class CompareRecord:
-    columns: tuple[dict[str, JsonValue], ...]
-    totals: tuple[dict[str, JsonValue], ...]
-    diffs: tuple[dict[str, JsonValue], ...]  # one per column after the first, against the first
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-
-
 @dataclass
 class Table:
     """One table of a report view, as every renderer (rich, --plain, HTML) draws it."""
@@ -312,20 +283,3 @@ class Table:
     caption: str = ""
     footnotes: list[str] = field(default_factory=list)
     section: str = ""  # the --plain section name: pipeline, posthoc_profile:<checkpoint>, experiments
-
-
-@dataclass(frozen=True)
-class ExperimentPage:
-    """What the HTML page shows of one experiment, read from its folder before rendering (the renderer reads no
-    file): its report, the budgets verdict (of --check, else of run.yaml's budgets: section, shown not enforced) and
-    the raw latency samples of its measured rounds, by the artifact path each round recorded, and the costliest layers
-    of each checkpoint that has per-layer data."""
-
-    name: str
-    report: ExperimentReport
-    verdict: BudgetVerdict | None = None
-    checked: bool = False  # the verdict is --check's (enforced), not run.yaml's shown one
-    budget_warning: str | None = None  # why run.yaml's budgets could not be shown
-    budgets: tuple[tuple[str, float, str], ...] = ()  # (key, limit, origin) of each budget, for the charts' lines
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    layers: tuple[LayersRecord, ...] = ()  # each profiled checkpoint's costliest layers (np report --layers)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
 from np_optimizer.records.parts import (
     NO_COMPILE,
@@ -26,8 +27,8 @@ from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 __all__ = ["CheckpointRef", "CompileResult", "MetricValue", "ProfileResult", "EvaluationResult", "JobRecord"]
 
 
-@dataclass(frozen=True)
-class CheckpointRef:
+@dataclass(frozen=True, eq=False, repr=False)
+class CheckpointRef(Record):
     """A checkpoint on disk: INPUT_MODEL, GRAPH_OPTIMIZE, ... made by job `job`."""
 
     name: str
@@ -36,8 +37,8 @@ class CheckpointRef:
     sha256: str
 
 
-@dataclass(frozen=True)
-class MetricValue:
+@dataclass(frozen=True, eq=False, repr=False)
+class MetricValue(Record):
     """One number with its unit, the statistic it is (avg, median, peak) and how it was obtained."""
 
     metric_type: str
@@ -50,8 +51,8 @@ class MetricValue:
     coverage: str | None = None  # set when the number covers part of the model only ("partial: NPU part only ...")
 
 
-@dataclass(frozen=True)
-class ProfileResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProfileResult(Record):
     """One profiling of one checkpoint on one device by one method (inline in np run, or post-hoc)."""
 
     measurement_id: str
@@ -85,8 +86,8 @@ class ProfileResult:
         return next((m for m in self.metrics if m.metric_type == metric_type), None)
 
 
-@dataclass(frozen=True)
-class EvaluationResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class EvaluationResult(Record):
     """One evaluation of one checkpoint (inline in np run, or post hoc by np evaluate): comparison metrics against
     INPUT_MODEL and, with a labelled dataset, task metrics; `evaluated_on` says what ran (the .pte on this machine's
     ExecuTorch runtime, or the exported program) and `samples` on how many inputs."""
@@ -114,8 +115,8 @@ class EvaluationResult:
         return next((m for m in self.metrics if m.metric_type == metric_type), None)
 
 
-@dataclass(frozen=True)
-class JobRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobRecord(Record):
     """job.json of one pipeline job (00_input_model, 01_graph_optimize, ...)."""
 
     name: str
@@ -143,8 +144,8 @@ class JobRecord:
     evaluation: tuple[EvaluationResult, ...] = ()
 
 
-@dataclass(frozen=True)
-class CompileResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class CompileResult(Record):
     """compile.json: what was compiled from what, for which device, and what the lowering delegated."""
 
     device: str

@@ -6,7 +6,8 @@ in the metric's stored unit (UNITS in np_optimizer.metrics), so the front needs 
 
 Also what crosses the sweep's process boundaries: the TrialJob a pool hands its worker (as JSON), the TrialResult the
 worker reports (one JSON line, or a Ray task's return: the figures the driver tells the study), and what `np sweep`
-returns (SweepPlan, SweepResult).
+returns (SweepPlan, SweepResult). The front np report draws (FrontView, its objectives and constraints) is in
+records/front.py, re-exported here.
 """
 
 from __future__ import annotations
@@ -15,38 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import JsonValue
+from np_optimizer.records.front import FrontPoint, FrontView, SweepConstraint, SweepObjective
 from np_optimizer.records.status import RunStatus, TrialState
 
 __all__ = ["SweepObjective", "SweepConstraint", "SweepTrial", "SweepRecord", "TRIAL_STATES", "COMPLETE", "FAILED",
-           "RUNNING", "WAITING"]
+           "RUNNING", "WAITING", "FrontPoint", "FrontView"]
 
 COMPLETE, FAILED, RUNNING, WAITING = TrialState.COMPLETE, TrialState.FAILED, TrialState.RUNNING, TrialState.WAITING
 TRIAL_STATES = (WAITING, RUNNING, COMPLETE, FAILED)
 
 
-@dataclass(frozen=True)
-class SweepObjective:
-    name: str  # as the user wrote it: latency
-    metric: str  # the recorded metric: LATENCY
-    direction: str  # min | max
-    unit: str  # the stored unit: ms
-
-
-@dataclass(frozen=True)
-class SweepConstraint:
-    text: str  # as written: "latency <= 20 ms"
-    metric: str
-    op: str  # <= >= < >
-    limit: float  # in the metric's stored unit
-
-    def holds(self, value: float) -> bool:
-        return {"<=": value <= self.limit, ">=": value >= self.limit, "<": value < self.limit,
-                ">": value > self.limit}[self.op]
-
-
-@dataclass(frozen=True)
-class SweepTrial:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepTrial(Record):
     number: int  # the Optuna trial number (0, 1, ...): one per configuration, never reused
     experiment: str  # the experiment folder that ran it: experiment_07
     params: dict[str, JsonValue]  # dimension path -> value: {"graph_quantize.scheme": "W8-A8", "graph_optimize": true}
@@ -61,8 +44,8 @@ class SweepTrial:
     caveats: tuple[str, ...] = ()  # one line each: a value that covers part of the model only (NPU part)
 
 
-@dataclass(frozen=True)
-class SweepRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepRecord(Record):
     sweep_file: str  # the sweep.yaml it came from, relative to the project
     strategy: str  # grid | optuna | layers
     objectives: tuple[SweepObjective, ...]
@@ -83,76 +66,14 @@ class SweepRecord:
         return to_dict(self)
 
 
-__all__ += ["FrontPoint", "FrontView"]
-
-
-@dataclass(frozen=True)
-class FrontPoint:
-    """One trial as the front shows it (np_optimizer.report.front builds it from the SweepRecord)."""
-
-    number: int
-    experiment: str
-    state: TrialState
-    params: dict[str, JsonValue]
-    values: dict[str, float | None]  # objective name -> value in the objective's stored unit (None: not given)
-    pareto: bool = False  # on the front: no feasible trial with every objective value is at least as good on all
-    # objectives and better on one (equal trials are both on it)
-    feasible: bool = False  # complete and meets every constraint (a constraint without its value is not met)
-    violations: tuple[str, ...] = ()  # the constraints it breaks, as written; "... (unknown: no value)" when missing
-    best_for: tuple[str, ...] = ()  # the objectives it is best at among the feasible trials (ties: each of them)
-    missing: tuple[str, ...] = ()  # a complete trial's objectives without a value
-    reason: str | None = None  # one line: why it failed, or why a value is missing
-    kept_float: tuple[str, ...] = ()
-    note: str | None = None
-    caveats: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class FrontView:
-    """The front of a project's sweep: every trial in number order with its objective values, the Pareto-optimal
-    ones marked, the best trial of each objective, and the failed ones with their reason (np report --json: "sweep")."""
-
-    __json_computed__ = {"front": "front_numbers", "failed": "failed_numbers"}  # not a field: no annotation
-
-    sweep_file: str
-    strategy: str
-    objectives: tuple[SweepObjective, ...]
-    constraints: tuple[SweepConstraint, ...]
-    trials: tuple[FrontPoint, ...]
-    varying: tuple[str, ...] = ()  # the params whose value differs between trials (all of them with one trial)
-    best: dict[str, tuple[int, ...]] = field(default_factory=dict)  # objective name -> its best trials' numbers
-    device: str | None = None
-    method: str | None = None
-    measure_on: str | None = None
-
-    @property
-    def front(self) -> tuple[FrontPoint, ...]:
-        return tuple(p for p in self.trials if p.pareto)
-
-    @property
-    def failed(self) -> tuple[FrontPoint, ...]:
-        return tuple(p for p in self.trials if p.state == FAILED)
-
-    @property
-    def front_numbers(self) -> tuple[int, ...]:
-        return tuple(p.number for p in self.front)
-
-    @property
-    def failed_numbers(self) -> tuple[int, ...]:
-        return tuple(p.number for p in self.failed)
-
-    def point(self, number: int) -> FrontPoint | None:
-        return next((p for p in self.trials if p.number == number), None)
-
-
 __all__ += ["TrialJob", "TrialError", "TrialFigure", "TrialResult", "TrialStatus", "PlannedTrial", "SweepPlan",
             "SweepResult"]
 
 TrialStatus = RunStatus  # a trial ends as an np run does: success or failed
 
 
-@dataclass(frozen=True)
-class TrialJob:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialJob(Record):
     """One trial handed to a pool: its experiment folder and what to do there (JSON: the worker process's argument)."""
 
     number: int
@@ -164,8 +85,8 @@ class TrialJob:
     measure_only: bool = False  # the steps ran elsewhere (a Ray node): only measure here
 
 
-@dataclass(frozen=True)
-class TrialError:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialError(Record):
     """Why a trial failed: the error that stopped it, as np reports errors."""
 
     message: str
@@ -173,8 +94,8 @@ class TrialError:
     code: str | None = None
 
 
-@dataclass(frozen=True)
-class TrialFigure:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialFigure(Record):
     """One of the sweep's metrics for the trial's last checkpoint, in the metric's stored unit."""
 
     metric: str  # LATENCY
@@ -188,8 +109,8 @@ class TrialFigure:
         return None if self.why is None else f"{self.metric.lower()}: {self.why}"
 
 
-@dataclass(frozen=True)
-class TrialResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class TrialResult(Record):
     """How one trial ended, as its worker reports it (one JSON line of the local pool's child, or a Ray task's
     return): success or failed, the figures of its last checkpoint, the error that stopped it."""
 
@@ -210,15 +131,15 @@ class TrialResult:
         return {f.metric: f.value for f in self.figures}
 
 
-@dataclass(frozen=True)
-class PlannedTrial:
+@dataclass(frozen=True, eq=False, repr=False)
+class PlannedTrial(Record):
     params: dict[str, JsonValue]
     steps: tuple[str, ...]
     problems: tuple[str, ...]  # why this trial will fail (its run.yaml breaks a rule of the device or model)
 
 
-@dataclass(frozen=True)
-class SweepPlan:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepPlan(Record):
     """What `np sweep` will do, before it does it (`np sweep --dry-run --json` prints it)."""
 
     project: str
@@ -238,8 +159,8 @@ class SweepPlan:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class SweepResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class SweepResult(Record):
     """`np sweep`: its plan; with a run, the sweep's record when it ended (or when it was interrupted, as far as
     trials.json got; None for a study kept in a database and stopped before it wrote a record)."""
 

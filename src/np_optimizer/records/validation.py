@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from np_optimizer.errors import EXIT_VALIDATION
+from np_optimizer.records.base import Record
 from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
 
 __all__ = ["ValidationIssue", "PlannedStep", "PlannedProfile", "Plan", "ValidationReport"]
 
 
-@dataclass(frozen=True)
-class ValidationIssue:
+@dataclass(frozen=True, eq=False, repr=False)
+class ValidationIssue(Record):
     code: str
     level: str
     location: str
@@ -31,16 +32,16 @@ class ValidationIssue:
         return f"{place}:{self.column}" if self.column is not None else place
 
 
-@dataclass(frozen=True)
-class PlannedStep:
+@dataclass(frozen=True, eq=False, repr=False)
+class PlannedStep(Record):
     index: int
     kind: str
     job: str
     detail: str
 
 
-@dataclass(frozen=True)
-class PlannedProfile:
+@dataclass(frozen=True, eq=False, repr=False)
+class PlannedProfile(Record):
     listed_as: str
     checkpoint: str
     job: str
@@ -53,8 +54,8 @@ class PlannedProfile:
     ignored_options: dict[str, JsonValue] = field(default_factory=dict)  # set in run.detail.yaml, unused by a static method
 
 
-@dataclass(frozen=True)
-class Plan:
+@dataclass(frozen=True, eq=False, repr=False)
+class Plan(Record):
     device: str
     runtime: str
     backend: str
@@ -67,8 +68,8 @@ class Plan:
 
 
 
-@dataclass(frozen=True)
-class ValidationReport:
+@dataclass(frozen=True, eq=False, repr=False)
+class ValidationReport(Record):
     experiment: str
     is_valid: bool
     issues: tuple[ValidationIssue, ...]

@@ -15,8 +15,9 @@ from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
 from np_optimizer.records.codec import to_dict
 from np_optimizer.records.parts import NO_COMPILE
-from np_optimizer.records.report import CompareRecord, LayersRecord, RowMetric
+from np_optimizer.records.report import RowMetric
 from np_optimizer.records.status import RoundStatus
+from np_optimizer.records.views import CompareRecord, LayersRecord
 from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.store import ExperimentStore

@@ -17,6 +17,7 @@ from typing import Any
 
 from np_optimizer.errors import UsageError
 from np_optimizer.metrics import HIGHER_IS_BETTER, SHOWN, MetricType
+from np_optimizer.records.base import Record  # ==, hash(), repr() shared: cheaper to define
 from np_optimizer.records.report import SortKey
 
 __all__ = ["SORTABLE", "SortKey", "Condition", "parse_sort", "parse_filter", "apply_sort", "apply_filter"]
@@ -39,8 +40,8 @@ _EXAMPLES = ("Examples: --sort latency  --sort snr:desc,latency  --filter 'laten
              "--filter 'top1>=0.9'")
 
 
-@dataclass(frozen=True)
-class Condition:
+@dataclass(frozen=True, eq=False, repr=False)
+class Condition(Record):
     token: str
     metric_type: str
     op: str

@@ -15,6 +15,7 @@ from typing import Any
 from np_optimizer.errors import StoreError
 from np_optimizer.files import CorruptFileError, read_json
 from np_optimizer.records import SCHEMA_VERSION, JobRecord, from_dict
+from np_optimizer.records.base import Record  # ==, hash(), repr() shared: cheaper to define
 from np_optimizer.records.index import DAMAGED
 from np_optimizer.workspace.shapes import shape_problem
 
@@ -56,8 +57,8 @@ def set_aside(path: Path, why: str, then: str = "is not used") -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class JobFile:
+@dataclass(frozen=True, eq=False, repr=False)
+class JobFile(Record):
     """One job.json as read: its record, or the reason it cannot be used (`problem`)."""
 
     path: Path

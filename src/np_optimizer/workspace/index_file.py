@@ -6,11 +6,11 @@ A damaged report.json reads as empty, with a warning (a writer sets it aside fir
 
 from __future__ import annotations
 
-import typing
 from typing import Any, Union
 
 from np_optimizer.files import CorruptFileError, read_json
 from np_optimizer.records import SCHEMA_VERSION, ProfileResult, from_dict
+from np_optimizer.records.codec import field_types
 from np_optimizer.records.index import EvaluationPhase, ExperimentPart, IndexState, ProfilingPhase
 from np_optimizer.workspace.damaged import check_version, set_aside, warn_once
 from np_optimizer.workspace.layout import Experiment
@@ -22,10 +22,10 @@ __all__ = ["stored_report", "state_of", "report_problem"]
 _REPORT_SHAPE: dict[str, Any] = {"experiment": dict[str, Any], "profile": dict[str, Any],
                                  "post_hoc": list[ProfileResult], "evaluation": dict[str, Any]}
 _PART_SHAPES: dict[str, dict[str, Any]] = {
-    "experiment": typing.get_type_hints(ExperimentPart),
+    "experiment": field_types(ExperimentPart),
     "profile": {"results": list[ProfileResult], "listed": list[str], "enabled": bool, "method": Union[str, None],
                 "started_at": Union[str, None]},
-    "evaluation": typing.get_type_hints(EvaluationPhase),
+    "evaluation": field_types(EvaluationPhase),
 }
 
 

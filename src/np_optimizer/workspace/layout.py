@@ -17,6 +17,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError, NotFoundError, UsageError
 from np_optimizer.files import CorruptFileError, read_json, write_json
+from np_optimizer.records.base import Record  # ==, hash(), repr() shared: cheaper to define
 from np_optimizer.workspace.shapes import json_kind
 
 __all__ = [
@@ -56,8 +57,8 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-@dataclass(frozen=True)
-class Workspace:
+@dataclass(frozen=True, eq=False, repr=False)
+class Workspace(Record):
     root: Path
 
     @property
@@ -107,8 +108,8 @@ class Workspace:
         return workspace
 
 
-@dataclass(frozen=True)
-class Project:
+@dataclass(frozen=True, eq=False, repr=False)
+class Project(Record):
     root: Path
 
     @property
@@ -149,8 +150,8 @@ class Project:
         return sorted((Experiment(p.parent) for p in self.root.glob(f"*/{RUN_FILE}")), key=lambda e: e.name)
 
 
-@dataclass(frozen=True)
-class Experiment:
+@dataclass(frozen=True, eq=False, repr=False)
+class Experiment(Record):
     root: Path
 
     @property

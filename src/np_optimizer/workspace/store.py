@@ -111,8 +111,13 @@ class ExperimentStore:
     def read_index(self) -> ReportIndex:
         """report.json as built from the job files and the stored state, in memory. A stored index that lags behind
         its jobs (a process was killed between the two writes) is rewritten by the next writer."""
+        return self.read_jobs_and_index()[1]
+
+    def read_jobs_and_index(self) -> tuple[list[JobRecord], ReportIndex]:
+        """`jobs()` and `read_index()` from one read of each file (np status shows both)."""
         stored = stored_report(self.experiment)
-        return build_index(self.jobs(stored), state_of(self.experiment, stored))
+        jobs = self.jobs(stored)
+        return jobs, build_index(jobs, state_of(self.experiment, stored))
 
     def read_report(self) -> dict[str, Any]:
         """read_index as report.json spells it: the dict view every report renderer reads."""
