@@ -1,5 +1,5 @@
 # make demo: run np on the built-in samples.  make test: run the test suite.  make test-fast: the tests that need no
-# full np run (pytest -m 'not np_run'), after the same lint and type checks.
+# full np run and no seconds-long lowering (pytest -m 'not np_run and not heavy'), after the same lint and type checks.
 # Both create .venv from the pinned dependencies when it is missing (or when the pins change).
 
 SHELL := /bin/bash

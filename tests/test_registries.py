@@ -68,6 +68,7 @@ def _small_model() -> tuple[object, tuple[object, ...]]:
     return Small().eval(), (torch.randn(1, 3, 8, 8),)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("backend", "scheme"), _SCHEMES, ids=[f"{b}-{s or 'float'}" for b, s in _SCHEMES])
 def test_each_backend_scheme_quantizes_and_lowers(backend: str, scheme: str | None, tmp_path: Path) -> None:
     import torch

@@ -101,6 +101,7 @@ class _TwoLayers(torch.nn.Module):
         return self.second(torch.relu(self.first(x)))
 
 
+@pytest.mark.heavy
 def test_arm_partition_hooks_see_each_partitions_tag_folder_and_tosa(tmp_path: Path) -> None:
     from executorch.backends.arm import EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec

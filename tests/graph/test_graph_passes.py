@@ -361,6 +361,7 @@ def test_pass_keeps_outputs_saves_and_lowers(name: str, pass_runs: dict[str, Pas
     assert max_abs_error(got, run(torch.export.load(str(tmp_path / "after.pt2")), r.args)) == 0.0
 
 
+@pytest.mark.heavy
 def test_all_passes_lower_to_xnnpack(tmp_path: Path) -> None:
     """One program every pass changes: PASSES in order, then .pt2 round trip, XNNPACK lowering and the runtime."""
     args = (_randn(2, 3, 16, 16),)
@@ -588,6 +589,7 @@ def test_dynamic_batch() -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_pt2e_program_passes(cnn: Any, qep: torch.export.ExportedProgram, tmp_path: Path) -> None:
     """Quant ops are never folded; the fp32 weights the re-export keeps unused are dropped."""
     for p in (fold_constants, fuse_conv_bn, cancel_permutes, remove_redundant_copies):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -26,6 +27,7 @@ class MaskedEmbedding(nn.Module):
         return self.linear(self.table(ids) * mask)
 
 
+@pytest.mark.heavy
 def test_an_ethos_u_quantized_program_with_a_dim_order_copy_loads_in_a_fresh_process(tmp_path: Path) -> None:
     from np_optimizer.devices import get_device
     from np_optimizer.graph.program_io import export_model, save_program

@@ -126,6 +126,7 @@ def test_timeout_returns_the_runs_done_as_a_partial_result(models: MlpModels, tm
     assert doc["measure_ms"] < 5_000  # bounded by the timeout, not by the runs asked
 
 
+@pytest.mark.heavy
 def test_warm_start_forks_fresh_workers_with_the_same_memory_figures(models: MlpModels, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Local measurements fork their worker from np's warm process (torch imported once); the worker is still a
@@ -160,6 +161,7 @@ def _bad_compiled(models: MlpModels, folder: Path, pte_bytes: bytes) -> tuple[Pa
     return folder, dataclasses.replace(models.compiled, pte_sha256=None)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", ["ethos_u", "corrupt"])
 def test_a_pte_the_runtime_cannot_load_gives_one_clear_error(models: MlpModels, tmp_path: Path,
                                                              tmp_path_factory: pytest.TempPathFactory,
@@ -271,6 +273,7 @@ def test_the_script_runs_from_any_folder(models: MlpModels, tmp_path: Path) -> N
     assert proc.returncode == 2 and doc["error"]["kind"] == "usage"  # argument checks come before any import
 
 
+@pytest.mark.heavy
 def test_a_warm_process_started_ahead_is_the_one_measurements_fork_from(models: MlpModels, tmp_path: Path) -> None:
     """np run starts the warm process before its steps (start_warm, no waiting); the first measurement then uses
     that process instead of starting another."""
@@ -286,6 +289,7 @@ def test_a_warm_process_started_ahead_is_the_one_measurements_fork_from(models: 
     assert started.poll() is not None
 
 
+@pytest.mark.heavy
 def test_a_removed_archive_starts_a_new_warm_process(models: MlpModels, tmp_path: Path) -> None:
     """A temp cleaner removes the script while the warm process runs: the next measurement (traced pass included)
     forks from a new warm process on the rebuilt archive, not from the old one that can no longer read it."""

@@ -69,6 +69,7 @@ def llm() -> Iterator[SimpleNamespace]:
 MIN_SNR = {"W4-A8_dynamic": 18.0, "W8-A8_dynamic": 30.0, "W8-A8": 20.0}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("scheme", AQ_SCHEMES)
 @pytest.mark.parametrize("algorithm", AQ_ALGORITHMS)
 def test_each_algorithm_and_scheme(llm: SimpleNamespace, algorithm: str, scheme: str) -> None:
@@ -114,6 +115,7 @@ def test_options_change_the_quantizer(llm: SimpleNamespace) -> None:
     assert rows[0]["activation"] == "int8 dynamic per-tensor" and rows[0]["weight"] == "int4 groups of 64"
 
 
+@pytest.mark.heavy
 def test_static_w8a8_lowers_to_xnnpack_and_runs(tmp_path: Path) -> None:
     from np_optimizer.adapters.executorch_runtime import run_pte
     from np_optimizer.compile import compile_checkpoint
@@ -137,6 +139,7 @@ def test_static_w8a8_lowers_to_xnnpack_and_runs(tmp_path: Path) -> None:
     assert snr_db(reference, pte) > 20
 
 
+@pytest.mark.heavy
 def test_graph_quantize_leaves_aq_layers_as_they_are() -> None:
     from np_optimizer.quantize.aq.program import aq_modules
     from np_optimizer.quantize.pt2e import quantize_program
@@ -161,6 +164,7 @@ def test_graph_quantize_leaves_aq_layers_as_they_are() -> None:
     assert {row["weight"] for row in aq_layers(requantized)} == {"int8 per channel"}
 
 
+@pytest.mark.heavy
 def test_awq_and_gptq_beat_rtn_on_activation_outliers() -> None:
     """The case the algorithms exist for: a few input channels x64 (weights /64, same float function)."""
     model, example = build_tiny_llm(0, outlier_channels=4, outlier_scale=64.0)

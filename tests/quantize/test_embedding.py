@@ -92,6 +92,7 @@ def test_tied_kept_and_ungroupable_tables_stay_float(model_file: Path) -> None:
     assert same is program and "groups of 128" in report["left_float"][0]["reason"]
 
 
+@pytest.mark.heavy
 def test_quantized_tables_lower_to_the_embedding_kernels_and_run_here(model_file: Path, tmp_path: Path) -> None:
     """int8 and int4 tables: counted at one byte per element in the checkpoint, fused into embedding_byte /
     embedding_4bit at lowering (outside the XNNPACK delegate), the .pte smaller by about 3 (int8) or 3.5 (int4

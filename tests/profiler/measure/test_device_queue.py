@@ -80,6 +80,7 @@ def finished(proc: subprocess.Popen[bytes], out: Path, timeout: float = 120) -> 
     return dict(json.loads(out.read_text()))
 
 
+@pytest.mark.heavy
 def test_two_concurrent_profiles_on_host_never_overlap(models: MlpModels, tmp_path: Path) -> None:
     env = {**os.environ, "NP_CACHE_DIR": str(tmp_path / "cache"), "NP_QUEUE_DIR": str(tmp_path / "queue")}
 

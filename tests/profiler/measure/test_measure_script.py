@@ -57,6 +57,7 @@ def test_the_archive_is_built_once_per_process() -> None:
     assert script_archive().is_file()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("layout", ["archive", "archive --no-guard", "python -m"])
 def test_the_script_measures_a_pte(tiny_pte: Path, layout: str) -> None:
     # the archive is what local.py and ssh.py run; -m runs the same package from np's own tree
@@ -81,6 +82,7 @@ def test_the_script_measures_a_pte(tiny_pte: Path, layout: str) -> None:
     assert doc["timestamps"]["measure_start"]["epoch"] <= doc["timestamps"]["measure_end"]["epoch"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("args,kind,code", [
     (["--runs", "0"], "usage", 2),
     (["--bogus"], "usage", 2),

@@ -75,6 +75,7 @@ def assert_one_clear_error(output: MethodOutput | dict[str, Any], code: str) -> 
     return output
 
 
+@pytest.mark.heavy
 def test_measurement_over_ssh(sshd: SshServer, models: MlpModels, tmp_path: Path) -> None:
     device = remote(sshd, tmp_path)
     request = request_for(models, tmp_path / "job", {"num_executions": 8, "warmup": 2, "timeout": 60},
