@@ -112,6 +112,8 @@ CODES: dict[str, ErrorCode] = _codes(
     ("NP-SWP-404", EXIT_CONFIG, "No sweep.yaml in the project (or the --file given is missing)."),
     ("NP-SWP-409", EXIT_USAGE, "The project's sweep already has trials (continue it with --resume, or start over by "
                                "removing its sweep/ folder), or another np sweep drives it now."),
+    ("NP-SWP-422", EXIT_VALIDATION, "Every configuration of the sweep's space breaks a rule of the device or model "
+                                    "(np sweep --dry-run lists them): no trial could run."),
     ("NP-SWP-412", EXIT_CONFIG, "np sweep --resume with a sweep.yaml whose space, objectives, constraints or strategy "
                                 "changed since the sweep started."),
     ("NP-SWP-503", EXIT_NETWORK, "The Ray cluster cannot be reached, or its nodes run other versions of np or its "

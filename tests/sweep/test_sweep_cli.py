@@ -56,6 +56,46 @@ def test_a_bad_sweep_file_is_one_issue_per_mistake_with_its_line(tmp_path: Path,
     assert missing.exit_code == 3 and "NP-SWP-404" in missing.stderr
 
 
+@pytest.mark.parametrize(("edit", "says"), [
+    (("method: mlia", "method: magic"), ["S005", "Unknown profiling method 'magic'", "mlia, on-device"]),
+    (("graph_quantize.scheme:", "graph_quantize.schem:"), ["S014", "Did you mean 'graph_quantize.scheme'"]),
+], ids=["method", "parameter"])
+def test_a_name_np_does_not_know_is_a_sweep_file_error_with_its_line(tmp_path: Path, run_np, edit: tuple[str, str],
+                                                                       says: list[str]) -> None:
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text(MLP_SWEEP.replace(*edit))
+    for args in (["--dry-run"], []):
+        result = run_np("sweep", *args, cwd=project)
+        assert result.exit_code == 5, result.stderr
+        assert all(s in result.stderr for s in says) and "sweep.yaml:" in result.stderr, result.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["experiment_01", "project.json", "sweep.yaml"]
+
+
+@pytest.mark.parametrize("space", ["graph_quantize.scheme: [W9-A9]",
+                                   "graph_quantize.calibration.num_samples: [-5, 0]"], ids=["scheme", "samples"])
+def test_a_space_whose_every_configuration_is_refused_is_an_error(tmp_path: Path, run_np, space: str) -> None:
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text(MLP_SWEEP.replace("graph_quantize.scheme: [W8-A8, W8-A16]", space))
+    for args in (["--dry-run"], [], ["--json"]):
+        result = run_np("sweep", *args, cwd=project)
+        assert result.exit_code == 5, result.stdout + result.stderr
+        said = result.json["message"] if "--json" in args else result.stderr
+        assert "NP-SWP-422" in (result.stdout + result.stderr) and "breaks a rule" in said, said
+        assert ("W9-A9" if "W9" in space else "at least 1 (got -5)") in said
+    assert sorted(p.name for p in project.iterdir()) == ["experiment_01", "project.json", "sweep.yaml"]
+
+
+@pytest.mark.parametrize("url", ["sqlite:////nonexistent/dir/x.db", "nosuchdb://x"])
+def test_a_storage_that_cannot_be_opened_is_one_line_and_leaves_nothing(tmp_path: Path, run_np, url: str) -> None:
+    project = _project(tmp_path)
+    (project / "sweep.yaml").write_text(MLP_SWEEP)
+    result = run_np("sweep", "--storage", url, cwd=project)
+    assert result.exit_code == 3, result.stderr
+    assert "NP-CFG-400" in result.stderr and url in result.stderr and "Hint:" in result.stderr
+    assert "Traceback" not in result.stderr and "NP-GEN-500" not in result.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["experiment_01", "project.json", "sweep.yaml"]
+
+
 def test_report_shows_the_project_even_from_inside_an_experiment(tmp_path: Path, run_np) -> None:
     project = _project(tmp_path)
     result = run_np("sweep", "--report", "--json", cwd=project / "experiment_01")

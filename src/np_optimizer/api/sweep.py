@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.errors import NpError, UsageError
+from np_optimizer.errors import ConfigError, NpError, UsageError
 from np_optimizer.processes import sticky_interrupt
 from np_optimizer.records import ReportRecord
-from np_optimizer.records.sweep import SweepResult
+from np_optimizer.records.sweep import SweepPlan, SweepResult
 from np_optimizer.workspace import resolve_project
 
 __all__ = ["sweep", "sweep_front"]
@@ -24,6 +24,18 @@ def _ray_address(ray: str | None) -> str | None:
     if not address:
         raise UsageError("--ray env, but RAY_ADDRESS is not set.", hint="Give the head's address: --ray host:port.")
     return address
+
+
+def _refuse_an_empty_space(plan: SweepPlan) -> None:
+    """Every trial refused by its check: an error naming each distinct reason, not a sweep of failed trials."""
+    if not plan.trials or not all(t.problems for t in plan.trials):
+        return
+    reasons = list(dict.fromkeys(p for t in plan.trials for p in t.problems))
+    shown = "; ".join(r.rstrip(".") for r in reasons[:5]) + (f"; and {len(reasons) - 5} more" if len(reasons) > 5
+                                                               else "") + "."
+    raise ConfigError(f"Every one of the {len(plan.trials)} configuration(s) of {Path(plan.sweep_file).name} breaks a rule "
+                      f"of the device or model: {shown}", hint="Change the values under `space` (np sweep --dry-run "
+                      "lists each configuration with its check), then run np sweep again.", code="NP-SWP-422")
 
 
 def sweep(*, project: str | None = None, file: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -43,6 +55,7 @@ def sweep(*, project: str | None = None, file: Path | None = None, dry_run: bool
     path = sweep_file_of(owner, file)
     config = load_sweep(path)
     plan = plan_of(owner, path, config, workers)
+    _refuse_an_empty_space(plan)
     if dry_run:
         return SweepResult(plan)
     address = _ray_address(ray)

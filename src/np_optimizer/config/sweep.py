@@ -136,6 +136,12 @@ def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
                                 f"option of {kind}.", did_you_mean(str(path), known) if known else
                                 f"{kind} has no run.detail.yaml options."))
             continue
+        if len(parts) == 2 and parts[1] not in _step_parameters(kind):  # a trial's check would refuse every value
+            known = [f"{kind}.{name}" for name in _step_parameters(kind)]
+            known += [f"{kind}.{sec}.{opt}" for sec, opts in _step_options(kind).items() for opt in opts]
+            issues.append(issue("S014", L_SCHEMA, loc, f"{path} is not a run.yaml parameter or run.detail.yaml "
+                                f"option of {kind}.", did_you_mean(str(path), known)))
+            continue
         if "." not in str(path) and not all(isinstance(v, bool) for v in values):
             issues.append(issue("S012", L_SCHEMA, loc, f"{path} (a step) takes true or false, got {values!r}.",
                                 f"Write `{path}: [true, false]` to try with and without the step."))
@@ -145,6 +151,13 @@ def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
             continue
         out.append(Dimension(str(path), tuple(values)))
     return out
+
+
+def _step_parameters(kind: str) -> list[str]:
+    """The run.yaml parameters of a step (its config's fields but `kind`): graph_quantize.scheme, ..."""
+    from np_optimizer.config.steps import step_spec
+
+    return [f.name for f in dataclasses.fields(step_spec(kind).config_type) if f.name != "kind"]
 
 
 def _step_options(kind: str) -> dict[str, Any]:
@@ -290,6 +303,9 @@ def validate_sweep(data: Any) -> tuple[SweepConfig | None, list[ValidationIssue]
     if method is not None and not isinstance(method, str):
         issues.append(issue("S005", L_SCHEMA, "method", "`method` names a profiling method (mlia, on-device).",
                             "Example: `method: on-device`."))
+    elif method is not None and method not in _methods():
+        issues.append(issue("S005", L_SCHEMA, "method", f"Unknown profiling method '{method}'.",
+                            did_you_mean(method, _methods())))
     measure_on = data.get("measure_on")
     if measure_on is not None and not isinstance(measure_on, str):
         issues.append(issue("S006", L_SCHEMA, "measure_on", "`measure_on` names a device to measure each trial on.",
@@ -298,6 +314,12 @@ def validate_sweep(data: Any) -> tuple[SweepConfig | None, list[ValidationIssue]
         return None, issues
     return SweepConfig(version, base, tuple(space), tuple(objectives), tuple(constraints), strategy, method,
                        measure_on), issues
+
+
+def _methods() -> tuple[str, ...]:
+    from np_optimizer.devices import METHODS
+
+    return METHODS
 
 
 def load_sweep(path: Path) -> SweepConfig:

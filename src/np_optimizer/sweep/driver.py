@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from np_optimizer.config.sweep import SweepConfig
-from np_optimizer.errors import ConfigError, NotFoundError, UsageError
+from np_optimizer.errors import ConfigError, NotFoundError, NpError, UsageError
 from np_optimizer.files import write_text
 from np_optimizer.locks import FileLock
 from np_optimizer.metrics import UNITS, MetricType
@@ -329,5 +330,12 @@ class _Driver:
 
 def run_sweep(run: SweepRun, pool: Pool, on_event: OnEvent = lambda _e: None) -> SweepRecord:
     """Run (or resume) the project's sweep to the end of its budget; the record of every trial."""
-    with _sweep_lock(sweep_dir(run.project.root)):
-        return _Driver(run, pool, on_event).drive()
+    folder = sweep_dir(run.project.root)
+    fresh = not folder.exists()
+    try:
+        with _sweep_lock(folder):
+            return _Driver(run, pool, on_event).drive()
+    except NpError:  # refused before anything was recorded (a storage that cannot be opened): leave no sweep/ behind
+        if fresh and {p.name for p in folder.iterdir()} <= {LOCK_FILE}:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise

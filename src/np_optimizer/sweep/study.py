@@ -87,7 +87,7 @@ class SweepStudy:
         import optuna
         from optuna.storages import JournalStorage, RDBStorage
         from optuna.storages.journal import JournalFileBackend
-        from sqlalchemy.exc import ArgumentError
+        from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
         optuna.logging.set_verbosity(logging.WARNING)
         directions = [optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
@@ -110,6 +110,14 @@ class SweepStudy:
                               hint="Give a URL SQLAlchemy takes (sqlite:////path/study.db; PostgreSQL needs psycopg2 "
                                    "installed), or leave --storage out for the journal file in sweep/.",
                               code="NP-CFG-400") from None
+        except SQLAlchemyError as exc:  # a URL it takes, but a database it cannot open (no folder, no server, ...)
+            from np_optimizer.errors import ConfigError
+
+            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"--storage {self.storage_url}: the database cannot be opened ({first}).",
+                              hint="Check that its folder exists and is writable (an absolute SQLite path takes four "
+                                   "slashes: sqlite:////path/study.db) or that its server is up, or leave --storage "
+                                   "out for the journal file in sweep/.", code="NP-CFG-400") from None
         # Optuna wraps an RDBStorage in a cache that writes through and reads unfinished trials from it: np's own
         # reads and writes go to the storage it made, by the study's public id, never to study._storage.
         self._storage, self._study_id = storage, storage.get_study_id_from_name(self.name)
