@@ -1,7 +1,7 @@
 """The Ethos-U backend: ExecuTorch's Arm backend lowers to TOSA, then Vela compiles for the NPU. Its schemes use
 EthosUQuantizer; its programs run only on the NPU's firmware, and MLIA estimates them.
 
-The .tosa and Vela's summary CSV are kept beside the .pte. A float program gives zero delegates and no error (the
+The .tosa and Vela's summary CSV are kept beside the .pte; the .pte names neither, nor any folder (program_spec). A float program gives zero delegates and no error (the
 Ethos-U TOSA profile is integer only): that is recorded as "lowering unsupported", not raised.
 """
 
