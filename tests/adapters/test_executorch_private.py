@@ -102,7 +102,10 @@ class _TwoLayers(torch.nn.Module):
 
 
 @pytest.mark.heavy
-def test_arm_partition_hooks_see_each_partitions_tag_folder_and_tosa(tmp_path: Path) -> None:
+def test_arm_partition_hooks_see_each_partitions_tag_folder_and_tosa_and_its_specs_are_rewritten(
+        tmp_path: Path) -> None:
+    """One Arm lowering (a few seconds) for both: the hooks around it, then its delegate's compile specs rewritten
+    before to_executorch, which stores them in the .pte."""
     from executorch.backends.arm import EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
     from executorch.backends.arm.ethosu import EthosUCompileSpec
@@ -134,3 +137,10 @@ def test_arm_partition_hooks_see_each_partitions_tag_folder_and_tosa(tmp_path: P
     from executorch.backends.arm.tosa.backend import TOSABackend
 
     assert TOSABackend._preprocess.__name__ != "tosa" and EthosUBackend._compile_tosa_flatbuffer.__name__ != "vela"
+
+    assert ep.rewrite_compile_specs(lowered, lambda key, value: None if key == "dump_debug_info" else
+                                    value.replace(str(tmp_path).encode(), b"here")) == 1
+    specs = {s.key: bytes(s.value) for d in ep.deserialize_pte(lowered.to_executorch().buffer).execution_plan[0].delegates
+             for s in d.compile_specs}
+    assert "dump_debug_info" not in specs and specs["debug_artifact_path"] == b"here"  # dropped; rewritten
+    assert specs["output_format"] == b"vela"  # left as it was

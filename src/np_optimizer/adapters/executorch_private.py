@@ -16,6 +16,9 @@ moves or changes one fails there first, not deep inside a compile or a profile.
                               TOSABackend._preprocess and EthosUBackend._compile_tosa_flatbuffer patched for a block,
                               the partition's tag (arm_get_first_delegation_tag) and its compile spec's intermediate
                               folder (`_get_intermediate_path`)
+    rewrite_compile_specs     each delegate's compile specs (the ones to_executorch serializes into the .pte) rewritten
+                              or dropped: `LoweredBackendModule._compile_specs`, since its public `compile_specs` has
+                              no setter
 
 ExecuTorch is imported inside each function: importing this module costs nothing.
 """
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["deserialize_pte", "xnnpack_graph_json", "register_quantized_ops", "experimental_warning",
-           "edge_op_overload", "pack_embedding_weight", "edge_config_unchecked", "arm_partition_hooks"]
+           "edge_op_overload", "pack_embedding_weight", "edge_config_unchecked", "arm_partition_hooks", "rewrite_compile_specs"]
 
 _PATCH_LOCK = threading.Lock()  # one patched lowering at a time: the patch is on the classes, for every thread
 
@@ -133,3 +136,25 @@ def arm_partition_hooks(before_tosa: Callable[[str | None], None], after_tosa: C
         finally:
             TOSABackend._preprocess = original
             EthosUBackend._compile_tosa_flatbuffer = original_vela
+
+
+def rewrite_compile_specs(edge: Any, rewrite: Callable[[str, bytes], bytes | None]) -> int:
+    """Every delegate's compile specs in every method of a lowered EdgeProgramManager, rewritten in place before
+    to_executorch (which stores them in the .pte as they are): `rewrite(key, value)` gives the spec's new value, or
+    None to drop it. Returns how many delegates it saw (nested control-flow submodules included)."""
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    seen = 0
+    for method in sorted(edge.methods):
+        for module in edge.exported_program(method).graph_module.modules():
+            if not isinstance(module, LoweredBackendModule):
+                continue
+            seen += 1
+            specs = []
+            for spec in module.compile_specs:
+                value = rewrite(spec.key, bytes(spec.value))
+                if value is not None:
+                    specs.append(CompileSpec(spec.key, value))
+            module._compile_specs = specs
+    return seen

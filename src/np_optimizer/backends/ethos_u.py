@@ -1,7 +1,7 @@
 """The Ethos-U backend: ExecuTorch's Arm backend lowers to TOSA, then Vela compiles for the NPU. Its schemes use
 EthosUQuantizer; its programs run only on the NPU's firmware, and MLIA estimates them.
 
-The .tosa and Vela's summary CSV are kept beside the .pte. A float program gives zero delegates and no error (the
+The .tosa and Vela's summary CSV are kept beside the .pte; the .pte names neither, nor any folder (program_spec). A float program gives zero delegates and no error (the
 Ethos-U TOSA profile is integer only): that is recorded as "lowering unsupported", not raised.
 """
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from torch.fx import GraphModule, Node
 
 __all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary", "PARTITION_DEBUG",
-           "partition_files"]
+           "partition_files", "program_spec", "COMPILE_ONLY_SPECS"]
 
 # The Arm backend runs Vela with --verbose-all (hundreds of lines per delegate) whenever this logger is enabled for
 # INFO, which a root logger at INFO does: keep it at WARNING while lowering.
@@ -168,7 +168,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
     from executorch.exir import to_edge_transform_and_lower
 
-    from np_optimizer.adapters.executorch_private import edge_config_unchecked
+    from np_optimizer.adapters.executorch_private import edge_config_unchecked, rewrite_compile_specs
     from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
 
     if not target:
@@ -187,12 +187,35 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
         spec.dump_debug_info(ArmCompileSpec.DebugMode.JSON)  # debug.json: TOSA op -> nn_module_stack, for the layers
         with _logger_level(_VERBOSE_LOGGER, logging.WARNING), _debug_per_partition():
             stage("TOSA lowering (Edge dialect, NPU partitioning)")
-            return to_edge_transform_and_lower(
+            edge = to_edge_transform_and_lower(
                 program,
                 partitioner=[EthosUPartitioner(spec)],
                 # As in Arm's reference flow (aot_arm_compiler.py): its passes emit non-core-ATen ops.
                 compile_config=edge_config_unchecked(),
             )
+    rewrite_compile_specs(edge, program_spec)
+    return edge
+
+
+# Compile specs that served the compile only: where the lowering left its intermediates and in which form. The
+# runtime's Ethos-U delegate reads none of the Arm keys (its Linux driver reads only `ethosu.*` keys), so what the
+# .pte keeps of them is for ExecuTorch's tools, which parse tosa_spec, compile_flags, output_format and target.
+COMPILE_ONLY_SPECS = ("debug_artifact_path", "dump_debug_info")
+_VELA_CONFIG_FLAG = "--config="
+
+
+def program_spec(key: str, value: bytes) -> bytes | None:
+    """A delegate's compile spec as the .pte stores it: None (dropped) for the compile-only ones, Vela's flags with
+    the vela.ini named, not located (as in the compile key). Else as it was. So the .pte holds no path of this machine
+    (the compile folder, the virtual environment) and the same program compiles to the same bytes anywhere."""
+    if key in COMPILE_ONLY_SPECS:
+        return None
+    if key != "compile_flags":
+        return value
+    # ExecuTorch joins the flags with spaces (and _vela_safe keeps spaces out of the vela.ini's path)
+    flags = [_VELA_CONFIG_FLAG + Path(flag[len(_VELA_CONFIG_FLAG):]).name if flag.startswith(_VELA_CONFIG_FLAG)
+             else flag for flag in value.decode().split(" ")]
+    return " ".join(flags).encode()
 
 
 def preload_ethos_u() -> None:

@@ -46,10 +46,11 @@ __all__ = ["CompileResult", "CompileCache", "CompiledCheckpoint", "compile_for",
            "compile_dir", "compile_key", "reuse_note", "stopped_compile", "stopped_under", "Watch"]
 
 _log = logging.getLogger("np.Compiler")
-# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...) and np's own
-# passes before the backend's (4: quantized embedding tables to ExecuTorch's embedding kernels): raised when either
-# changes, so a cached compilation made the old way is not reused.
-COMPILE_LAYOUT = 4
+# What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...), np's own
+# passes before the backend's (4: quantized embedding tables to ExecuTorch's embedding kernels) and what np leaves of
+# the backend's compile specs in the .pte (5: no compile folder, no vela.ini location): raised when any changes, so a
+# cached compilation made the old way is not reused.
+COMPILE_LAYOUT = 5
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:
