@@ -42,6 +42,7 @@ def _checkpoint(device_name: str, folder: Path) -> Path:
     return save_program(program, folder / "model.pt2")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device_name", ["raspberry_pi_5", "alif_e8"])
 def test_one_checkpoint_compiled_in_two_folders_gives_the_same_pte(device_name: str, tmp_path: Path) -> None:
     from np_optimizer.adapters.executorch_private import deserialize_pte
