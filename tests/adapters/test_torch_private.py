@@ -92,3 +92,24 @@ def test_wrapper_subclass_and_quantized_decomposed_ops() -> None:
     q = torch.ops.quantized_decomposed.quantize_per_tensor.default(torch.tensor([0.5, -1.0]), 0.5, 0, -128, 127,
                                                                    torch.int8)
     assert q.tolist() == [1, -2]
+
+
+def test_stable_provenance_numbers_the_graphs_while_saving_and_puts_them_back(tmp_path) -> None:
+    """Two programs made alike (two quantizations of one model: each records id() of its own graphs in its nodes'
+    `from_node`) are saved to the same bytes; the programs keep their own records."""
+    import hashlib
+
+    from np_optimizer.graph.program_io import export_model, save_program
+    from np_optimizer.models.zoo import build_builtin
+    from np_optimizer.quantize.pt2e import quantize_program
+
+    model, inputs = build_builtin("mlp")
+    programs = [quantize_program(export_model(model, inputs), backend="xnnpack", scheme="W8-A8", target=None,
+                                 calibration=[inputs]) for _ in range(2)]
+    records = [[s.to_dict() for n in p.graph.nodes for s in n.meta.get("from_node") or []] for p in programs]
+    ids = [{r["graph_id"] for r in rs} for rs in records]
+    assert ids[0] and ids[0] != ids[1] and all(i > 1000 for i in ids[0])  # addresses, not the same in two programs
+    digests = {hashlib.sha256(save_program(p, tmp_path / f"{i}.pt2").read_bytes()).hexdigest()
+               for i, p in enumerate(programs)}
+    assert len(digests) == 1
+    assert [[s.to_dict() for n in p.graph.nodes for s in n.meta.get("from_node") or []] for p in programs] == records

@@ -11,13 +11,16 @@ moves or changes one fails there first, not inside a step, a compile or a statis
     is_traceable_wrapper_subclass   torch.utils._python_dispatch's: a tensor subclass (torchao's) with inner tensors
     register_quantized_decomposed   torch.ao.quantization.fx._decomposed imported: it defines
                             torch.ops.quantized_decomposed (the PT2E q/dq ops) that loading a .pt2 resolves by name
+    stable_provenance       nodes' `from_node` provenance (torch.fx.traceback.NodeSource) numbered instead of
+                            carrying id(graph) while a .pt2 is written; its cached `_dict` reset, then put back
 
 torch is imported inside each function: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["detect_fake_mode", "update_program", "is_op_overload", "op_schema", "overload_name", "tree_map",
            "tree_leaves", "tree_flatten", "tree_unflatten", "is_traceable_wrapper_subclass",
-           "register_quantized_decomposed"]
+           "register_quantized_decomposed", "stable_provenance"]
 
 
 def detect_fake_mode(values: Sequence[Any]) -> Any:
@@ -106,3 +109,42 @@ def register_quantized_decomposed() -> None:
     """Define torch.ops.quantized_decomposed (quantize_per_tensor, dequantize_per_channel, ...), which programs PT2E
     wrote name and torch.export.load resolves by name."""
     import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+
+@contextlib.contextmanager
+def stable_provenance(program: ExportedProgram) -> Iterator[None]:
+    """While the block runs (torch.export.save), every `from_node` provenance record of the program's nodes names
+    its graph by a number in order of first appearance instead of id(graph): a memory address, which made the .pt2 of
+    one checkpoint differ between two processes (and its compile key, so the compile cache never hit across
+    experiments). The caller's records are put back after, cached dicts included."""
+    import torch
+
+    numbers: dict[int, int] = {}
+    seen: set[int] = set()
+    undo: list[tuple[Any, Any, int | None, Any]] = []  # (source, its node_info, the info's graph_id, its cached dict)
+
+    def visit(source: Any) -> None:
+        if id(source) in seen:
+            return
+        seen.add(id(source))
+        info = getattr(source, "node_info", None)
+        undo.append((source, info, info.graph_id if info is not None else None, source._dict))
+        source._dict = None  # to_dict() caches the ids it saw; the writer reads to_dict()
+        for parent in source.from_node:
+            visit(parent)
+
+    for module in program.graph_module.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                for source in node.meta.get("from_node") or []:
+                    visit(source)
+    infos: dict[int, Any] = {id(info): info for _s, info, _g, _d in undo if info is not None}
+    for info in infos.values():
+        info.graph_id = numbers.setdefault(info.graph_id, len(numbers))
+    try:
+        yield
+    finally:
+        for source, info, graph_id, cached in reversed(undo):
+            if info is not None and graph_id is not None:
+                info.graph_id = graph_id
+            source._dict = cached

@@ -42,11 +42,15 @@ def export_model(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> Exp
 
 
 def save_program(program: ExportedProgram, path: Path) -> Path:
-    """Write a .pt2 atomically (temporary file, then rename), so a crash never leaves half a checkpoint."""
+    """Write a .pt2 atomically (temporary file, then rename), so a crash never leaves half a checkpoint; the same
+    program gives the same bytes in any process (adapters/torch_private.py: stable_provenance)."""
     import torch
 
+    from np_optimizer.adapters.torch_private import stable_provenance
+
     buffer = io.BytesIO()
-    torch.export.save(program, buffer)
+    with stable_provenance(program):
+        torch.export.save(program, buffer)
     write_bytes(path, buffer.getvalue())
     return path
 
