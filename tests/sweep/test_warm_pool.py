@@ -4,9 +4,12 @@ next trial still runs warm; a host that cannot start leaves fresh processes per 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from np_optimizer.api.trial import WORKER
 from np_optimizer.records.sweep import TrialJob
 from np_optimizer.sweep.pool import LocalPool
 from np_optimizer.sweep.worker import Worker
-from tests.helpers import make_project, proc_stat
+from tests.helpers import make_project, proc_stat, wait_for
 
 SWEEP = """version: "1.0"
 method: mlia
@@ -24,6 +27,21 @@ space:
   graph_quantize.scheme: [W8-A8, W8-A8_dynamic, W4-A8_dynamic]
 objectives: [{pte_size: min}, {snr: max}]
 """
+
+
+def _descendants(root: int) -> set[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        fields = proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and fields[0] not in ("Z", "X"):
+            parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), [root]
+    while frontier:
+        parent = frontier.pop()
+        children = {pid for pid, ppid in parents.items() if ppid == parent} - found
+        found |= children
+        frontier.extend(children)
+    return found
 
 
 def _parent(pid: int) -> int:
@@ -87,3 +105,28 @@ def test_a_host_that_cannot_start_leaves_fresh_processes_and_one_warning(tmp_pat
     assert pool.host is None and not pool.warm
     assert [r.status for r in results if r is not None] == ["failed", "failed"]
     assert all(r is not None and r.error is not None and "exit code 1" in r.error.message for r in results)
+
+
+@pytest.mark.np_run
+def test_the_host_and_its_trials_die_with_a_killed_sweep(tmp_path: Path) -> None:
+    """kill -9 of np sweep while a trial runs: the warm host and the trial's process it forked are gone at once (the
+    death signals), so nothing holds the trial's experiment for np sweep --resume."""
+    from np_optimizer.workspace import Workspace
+
+    Workspace.create(tmp_path / "ws")
+    project = make_project(tmp_path / "ws", "mlp", steps="gq").parent
+    (project / "sweep.yaml").write_text(SWEEP)
+    proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "sweep", "--json", "--workers", "1"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if json.loads(raw)["kind"] == "progress":  # the trial's np run has started, in a child of the host
+                break
+        below = _descendants(proc.pid)
+        assert len(below) >= 2, below  # the host and the trial (and what the trial started)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_for(lambda: not any(proc_stat(pid) and proc_stat(pid)[0] not in ("Z", "X")  # type: ignore[index]
+                             for pid in below), 10, f"the killed sweep's processes {sorted(below)} to end")
