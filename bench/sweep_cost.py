@@ -108,6 +108,8 @@ def _print(way: str, got: dict[str, Any]) -> float:
     later = overheads[1:] or overheads
     print(f"  per-trial overhead: mean {mean:.2f} s, after the first trial {sum(later) / len(later):.2f} s "
           f"(target <= 1 s); mean trial wall {sum(t[1] for t in trials) / len(trials):.2f} s")
+    if host is not None:
+        print(f"  the first trial's overhead without the host's one import: {overheads[0] - host:.2f} s")
     return mean
 
 

@@ -84,7 +84,10 @@ class LocalPool:
     def _warm_host(self) -> WarmHost | None:
         """The running host, started now if needed (outside interrupt_deferred: its imports take seconds, and a
         Ctrl+C meanwhile must stop the sweep); None, and one warning, when it cannot serve: fresh processes then."""
-        if self.warm and (self.host is None or not self.host.alive()):
+        if self.warm and self.host is not None and not self.host.alive():
+            self.host.close()  # it died (out of memory?): its trials ended as killed; a new one takes over
+            self.host = None
+        if self.warm and self.host is None:
             try:
                 self.host = WarmHost(self.worker.module, self.threads)
             except HostUnavailable as exc:
@@ -92,6 +95,8 @@ class LocalPool:
         return self.host if self.warm else None
 
     def _cold(self, why: str) -> None:
+        if self.host is not None:
+            self.host.close()
         self.warm, self.host = False, None
         get_logger("Sweep").warning(f"The sweep's warm trial host is not available ({why}): each trial starts a "
                                     "fresh process, which imports torch and ExecuTorch again (5 to 11 s a trial).")
