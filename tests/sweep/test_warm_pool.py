@@ -130,3 +130,34 @@ def test_the_host_and_its_trials_die_with_a_killed_sweep(tmp_path: Path) -> None
         proc.wait()
     wait_for(lambda: not any(proc_stat(pid) and proc_stat(pid)[0] not in ("Z", "X")  # type: ignore[index]
                              for pid in below), 10, f"the killed sweep's processes {sorted(below)} to end")
+
+
+def _next_event(pool: LocalPool, number: int, kind: str) -> Any:
+    for _ in range(120):
+        for event in pool.poll(1.0):
+            if event.number == number and event.kind == kind:
+                return event
+    raise AssertionError(f"no {kind} event of trial {number} in 120 s")
+
+
+def test_a_host_that_dies_fails_its_trial_and_a_new_host_runs_the_next(tmp_path: Path) -> None:
+    """The host killed (as the out-of-memory killer would) while a trial runs: that trial is failed with the signal,
+    and the next trial runs in a child of a new host, with no fall-back to fresh processes."""
+    pool = LocalPool(1, Worker("tests.sweep.pool_worker", WORKER.run), warm=True)
+    try:
+        pool.submit(TrialJob(0, tmp_path / "experiment_02"))
+        _next_event(pool, 0, "progress")
+        first = pool.host
+        assert first is not None and _parent(pool.processes()[0]) == first.pid
+        os.kill(first.pid, signal.SIGKILL)
+        killed = _next_event(pool, 0, "done").result
+        assert killed.status == "failed" and "killed by signal 9" in killed.error.message
+        (tmp_path / "experiment_03").mkdir()
+        (tmp_path / "experiment_03" / "go").touch()
+        pool.submit(TrialJob(1, tmp_path / "experiment_03"))
+        second = pool.host
+        assert second is not None and second is not first and second.pid != first.pid and pool.warm
+        assert _next_event(pool, 1, "done").result.status == "success"
+        assert second.forked == 1
+    finally:
+        pool.close()
