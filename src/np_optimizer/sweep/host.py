@@ -10,9 +10,13 @@ imports.
 Why a child per trial: a forked child starts from the host's state, and the host never runs a trial, so every trial
 starts from the same clean state by construction: sys.path, sys.modules, registries, the working folder and the
 environment (both sent with each request: np's at the submit, as a fresh process would get them) and memory. A trial
-that fails, leaks or crashes takes only its own process down; nothing of it reaches the next trial, so no worker ever
-needs replacing. `warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a
-fork hangs the child's first parallel region).
+that fails, leaks or crashes takes only its own process down; nothing of it reaches the next trial, so no worker
+needs replacing after a failure or for its memory: only the host itself could, and one that dies (the out-of-memory
+killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
+
+`warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
+child's first parallel region). The child sets torch's threads itself (`threads`: OMP_NUM_THREADS was read when torch
+loaded in the host, and is set in the child's environment for what it starts).
 
 The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per
 request {"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it
