@@ -1,7 +1,8 @@
 """One trial of np sweep, the worker's side: np run of the trial's experiment, then (with the sweep's `measure_on`)
 np profile of its last checkpoint on that device, over this API; then its figures, read where it ran. The local pool
-runs it as a child process (`python -m np_optimizer.api.trial JOB_JSON`: JSON lines out, the last one its
-TrialResult), a Ray task calls `run_trial` in the task's process (sweep/worker.py: the protocol)."""
+runs `main` in a child process (forked by its warm host, which ran `warm()` once; or `python -m
+np_optimizer.api.trial JOB_JSON`): JSON lines out, the last one its TrialResult; a Ray task calls `run_trial` in the
+task's process (sweep/worker.py: the protocol)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from np_optimizer.records.status import RoundStatus, RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 from np_optimizer.sweep.worker import Emit, Worker, job_of, progress_line, result_line
 
-__all__ = ["run_trial", "main", "WORKER"]
+__all__ = ["run_trial", "main", "warm", "WORKER"]
 
 
 def measuring_method(device_name: str) -> str:
@@ -88,6 +89,30 @@ def run_trial(job: TrialJob, emit: Emit = lambda _text: None) -> TrialResult:
 
 
 WORKER = Worker("np_optimizer.api.trial", run_trial)
+
+
+def warm() -> None:
+    """Import once what trials need, in the local pool's warm host (sweep/host.py), which then forks a child per
+    trial (about 6 s of imports a trial saves). Imports only: no torch op runs here, so no thread pool exists when the
+    host forks. The Ethos-U backend and MLIA are optional: a trial that needs one missing says so itself."""
+    import contextlib
+    import importlib
+
+    for name in ("torch", "torch.export._trace", "executorch.exir", "executorch.devtools", "executorch.runtime",
+                 "executorch.extension.pybindings.portable_lib", "executorch.extension.flat_tensor.serialize.serialize",
+                 "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+                 "executorch.backends.xnnpack.quantizer.xnnpack_quantizer", "np_optimizer.api.run",
+                 "np_optimizer.api.profile", "np_optimizer.backends.xnnpack", "np_optimizer.backends.ethos_u",
+                 "np_optimizer.pipeline.steps.graph_optimize", "np_optimizer.pipeline.steps.graph_quantize",
+                 "np_optimizer.pipeline.steps.advanced_quantize", "np_optimizer.quantize.pt2e",
+                 "np_optimizer.layers.numerics", "np_optimizer.runner.profiling_phase", "np_optimizer.profiler.session",
+                 "np_optimizer.profiler.methods.mlia", "np_optimizer.profiler.methods.on_device",
+                 "np_optimizer.profiler.measure.local", "np_optimizer.report.model", "np_optimizer.sweep.values"):
+        importlib.import_module(name)
+    for name in ("executorch.backends.arm.ethosu.backend", "executorch.backends.arm.tosa.backend",
+                 "executorch.backends.arm.quantizer", "mlia.backend.vela.compiler", "mlia.target.registry"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def main(argv: list[str] | None = None) -> int:

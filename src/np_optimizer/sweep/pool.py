@@ -1,6 +1,8 @@
-"""The local pool: each trial in a child process of its own (the worker's module: worker.py), its progress and its
-result read back as JSON lines. A child dies with the sweep (processes.dies_with_parent), so a killed sweep leaves no
-trial behind holding its experiment's lock."""
+"""The local pool: each trial in a child process of its own, its progress and its result read back as JSON lines
+(worker.py). The children are forked by the pool's warm host (host.py, warm.py), which imported torch, ExecuTorch and
+np's run path once, so a trial pays no imports; where no host can run, each trial is a fresh `python -m <worker>`
+process (said once, as a warning). A child dies with the sweep (processes.dies_with_parent, through the host too), so a
+killed sweep leaves no trial behind holding its experiment's lock."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from np_optimizer.logs import get_logger
 from np_optimizer.processes import interrupt_deferred
 from np_optimizer.records.sweep import TrialJob, TrialResult
-from np_optimizer.sweep.worker import Worker, read_events, start
+from np_optimizer.sweep.warm import HostUnavailable, WarmHost, warm_turned_off
+from np_optimizer.sweep.worker import TrialProcess, Worker, job_line, read_events, start
 
 __all__ = ["TrialJob", "TrialEvent", "Pool", "LocalPool", "default_workers", "threads_per_trial", "TRIAL_MEMORY_BYTES"]
 
@@ -64,23 +68,54 @@ def default_workers(measured_on_host: bool) -> tuple[int, str]:
 
 
 class LocalPool:
-    def __init__(self, workers: int, worker: Worker, threads: int | None = None) -> None:
+    def __init__(self, workers: int, worker: Worker, threads: int | None = None, *, warm: bool | None = None) -> None:
         """`worker`: what runs each trial; `threads`: torch's intra-op threads per trial (OMP_NUM_THREADS), so
         parallel trials do not oversubscribe the cores; None leaves the default (a trial that measures on this
-        machine must time as np run does)."""
+        machine must time as np run does). `warm`: fork the trials from a warm host (default: unless
+        $NP_SWEEP_WARM=0); False starts a fresh process per trial."""
         self.slots = workers
         self.worker = worker
         self.threads = threads
+        self.warm = not warm_turned_off() if warm is None else warm
+        self.host: WarmHost | None = None  # started at the first submit
         self._events: queue.Queue[TrialEvent] = queue.Queue()
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._children: dict[int, TrialProcess] = {}
+
+    def _warm_host(self) -> WarmHost | None:
+        """The running host, started now if needed (outside interrupt_deferred: its imports take seconds, and a
+        Ctrl+C meanwhile must stop the sweep); None, and one warning, when it cannot serve: fresh processes then."""
+        if self.warm and self.host is not None and not self.host.alive():
+            self.host.close()  # it died (out of memory?): its trials ended as killed; a new one takes over
+            self.host = None
+        if self.warm and self.host is None:
+            try:
+                self.host = WarmHost(self.worker.module, self.threads)
+            except HostUnavailable as exc:
+                self._cold(str(exc))
+        return self.host if self.warm else None
+
+    def _cold(self, why: str) -> None:
+        if self.host is not None:
+            self.host.close()
+        self.warm, self.host = False, None
+        get_logger("Sweep").warning(f"The sweep's warm trial host is not available ({why}): each trial starts a "
+                                    "fresh process, which imports torch and ExecuTorch again (5 to 11 s a trial).")
 
     def submit(self, job: TrialJob) -> None:
+        host = self._warm_host()
         with interrupt_deferred():  # a Ctrl+C inside the fork would be swallowed: taken once the child is ours
-            child = start(self.worker, job, self.threads)
+            child: TrialProcess | None = None
+            if host is not None:
+                try:
+                    child = host.start(job.number, [job_line(job)], self.threads)
+                except HostUnavailable as exc:
+                    self._cold(str(exc))
+            if child is None:
+                child = start(self.worker, job, self.threads)
             self._children[job.number] = child
             threading.Thread(target=self._read, args=(job, child), daemon=True).start()
 
-    def _read(self, job: TrialJob, child: subprocess.Popen[bytes]) -> None:
+    def _read(self, job: TrialJob, child: TrialProcess) -> None:
         result = read_events(job, child, lambda text: self._events.put(TrialEvent(job.number, "progress", text)))
         self._events.put(TrialEvent(job.number, "done", result=result))
 
@@ -100,6 +135,10 @@ class LocalPool:
     def running(self) -> int:
         return len(self._children)
 
+    def processes(self) -> dict[int, int]:
+        """The running trials' process ids, by trial number."""
+        return {number: child.pid for number, child in self._children.items()}
+
     def close(self) -> None:
         for child in self._children.values():
             with contextlib.suppress(ProcessLookupError):
@@ -110,3 +149,5 @@ class LocalPool:
             except subprocess.TimeoutExpired:
                 child.kill()
         self._children.clear()
+        if self.host is not None:
+            self.host.close()

@@ -1,6 +1,7 @@
 """What runs a trial, and how the pools talk to it. The worker (np_optimizer.api.trial: np run, then np profile of
 the last checkpoint, over the API) stands a floor above the sweep, so the pools are given it (`Worker`) instead of
-importing it: the local pool starts `python -m <worker.module> <the TrialJob as JSON>` and reads JSON lines back
+importing it: the local pool runs `<worker.module>.main([the TrialJob as JSON])` in a child forked by its warm host
+(host.py), or `python -m <worker.module> <the TrialJob as JSON>` where there is none, and reads JSON lines back
 (progress, then one TrialResult); a Ray task calls `worker.run` in its own process.
 """
 
@@ -12,14 +13,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from np_optimizer.processes import dies_with_parent
 from np_optimizer.records.codec import from_dict, to_dict
 from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 
-__all__ = ["Emit", "Worker", "failed_result", "job_line", "job_of", "progress_line", "result_line", "start",
+__all__ = ["Emit", "Worker", "TrialProcess", "failed_result", "job_line", "job_of", "progress_line", "result_line", "start",
            "read_events"]
 
 Emit = Callable[[str], None]  # a progress line of the running trial
@@ -27,10 +28,28 @@ Emit = Callable[[str], None]  # a progress line of the running trial
 
 @dataclass(frozen=True)
 class Worker:
-    """The trial's worker: `run(job, emit)` in this process (a Ray task's), `module` as a child process."""
+    """The trial's worker: `run(job, emit)` in this process (a Ray task's), `module` as a child process. The module's
+    `main([JOB_JSON])` prints progress_line()s, then one result_line(); the local pool's warm host (host.py) imports
+    it, calls its `warm()` when it has one (imports only: no torch op), and calls `main` in a child forked per trial."""
 
-    module: str  # run as `python -m module JOB_JSON`; its main prints progress_line()s, then one result_line()
+    module: str  # run as `python -m module JOB_JSON`, or main([JOB_JSON]) in a child of the warm host
     run: Callable[[TrialJob, Emit], TrialResult]
+
+
+class TrialProcess(Protocol):
+    """What the pools use of a trial's process: a Popen, or a child of the warm host (warm.ForkedTrial)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 def failed_result(job: TrialJob, message: str, hint: str | None = None, *, code: str | None = None,
@@ -65,7 +84,7 @@ def start(worker: Worker, job: TrialJob, threads: int | None = None) -> subproce
                             preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
 
 
-def read_events(job: TrialJob, child: subprocess.Popen[bytes], on_progress: Emit, *,
+def read_events(job: TrialJob, child: TrialProcess, on_progress: Emit, *,
                 what: str = "the trial's process") -> TrialResult:
     """Read the child's lines to its end: progress to `on_progress`; its result, or a failed one when it ended
     without saying (killed, out of memory, a crash before the worker could answer)."""

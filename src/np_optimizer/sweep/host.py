@@ -1,0 +1,163 @@
+"""The local pool's warm host, its own side: one process per LocalPool that imports the trial worker's heavy modules
+once (torch, ExecuTorch, np's run and profile paths: the worker module's `warm()`) and then forks a fresh child per
+trial, which runs the worker's `main([JOB_JSON])` as `python -m <worker> JOB_JSON` would, without the 5 to 11 s of
+imports.
+
+    np (LocalPool) ── socketpair: request + the trial's pipe (send_fds) ──► host (python -m np_optimizer.sweep.host)
+          ▲  JSON lines on the pipe (progress, one TrialResult)                     │ fork, one per trial
+          └────────────────────────────────────────────────────── trial child ◄────┘
+
+Why a child per trial: a forked child starts from the host's state, and the host never runs a trial, so every trial
+starts from the same clean state by construction: sys.path, sys.modules, registries, the working folder and the
+environment (both sent with each request: np's at the submit, as a fresh process would get them) and memory. A trial
+that fails, leaks or crashes takes only its own process down; nothing of it reaches the next trial, so no worker
+needs replacing after a failure or for its memory: only the host itself could, and one that dies (the out-of-memory
+killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
+
+`warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
+child's first parallel region). The child sets torch's threads itself (`threads`: OMP_NUM_THREADS was read when torch
+loaded in the host, and is set in the child's environment for what it starts).
+
+The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per
+request {"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it
+answers {"number", "pid"} after the fork and {"number", "exit"} (a signal as its negative number, like Popen) when it
+reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
+child dies with the host, so nothing outlives np.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, NoReturn
+
+from np_optimizer.processes import dies_with_parent
+
+__all__ = ["main", "MESSAGE_MAX"]
+
+MESSAGE_MAX = 1 << 20  # a request carries np's environment: a few kB
+
+
+def _send(control: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):  # np is gone: the death signal ends us
+        control.send(json.dumps(message).encode("utf-8"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m np_optimizer.sweep.host WORKER_MODULE CONTROL_FD`."""
+    module_name, fd = (sys.argv[1:] if argv is None else argv)[:2]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is np's to handle: it stops the trials, then us
+    control = socket.socket(fileno=int(fd))
+    try:
+        module = importlib.import_module(module_name)
+        warm = getattr(module, "warm", None)
+        if callable(warm):
+            warm()
+    except BaseException as exc:  # noqa: BLE001 - the pool falls back to a fresh process per trial, saying why
+        _send(control, {"failed": f"{type(exc).__name__}: {exc}"})
+        return 1
+    _send(control, {"ready": True})
+    _serve(control, module)
+    return 0
+
+
+def _serve(control: socket.socket, module: ModuleType) -> None:
+    """Fork a child per request, report its pid and then its exit, until np closes the socket."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)  # SIGCHLD wakes the select: exits reported at once
+    signal.signal(signal.SIGCHLD, lambda _s, _f: None)
+    die_with_host = dies_with_parent()  # looked up once, here: the child only calls it
+    children: dict[int, int] = {}  # pid -> trial number
+    try:
+        while True:
+            ready, _, _ = select.select([control, wake_r], [], [])
+            if wake_r in ready:
+                os.read(wake_r, 512)
+            if control in ready:
+                try:
+                    data, fds, _flags, _addr = socket.recv_fds(control, MESSAGE_MAX, 1)
+                except OSError:
+                    data, fds = b"", []
+                if not data:
+                    return  # np closed it: the sweep is done or gone
+                request = json.loads(data)
+                pid = _fork(module, request, fds, lambda: _child_setup(control, wake_r, wake_w, die_with_host))
+                children[pid] = int(request["number"])
+                _send(control, {"number": request["number"], "pid": pid})
+            _reap(control, children)
+    finally:
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _reap(control: socket.socket, children: dict[int, int]) -> None:
+    for pid in list(children):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            _send(control, {"number": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+
+
+def _child_setup(control: socket.socket, wake_r: int, wake_w: int, die_with_host: Callable[[], None]) -> None:
+    """In the child, first: nothing of the host's serving is kept, and it dies with the host."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python process
+    control.close()
+    os.close(wake_r)
+    os.close(wake_w)
+    die_with_host()
+
+
+def _fork(module: ModuleType, request: dict[str, Any], fds: list[int], setup: Callable[[], None]) -> int:
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side; never returns
+        _child(module, request, fds, setup)
+    for fd in fds:
+        os.close(fd)  # the child's copy is its stdout: the pipe ends when the child does
+    return pid
+
+
+def _child(module: ModuleType, request: dict[str, Any], fds: list[int], setup: Callable[[], None]) -> NoReturn:
+    code = 70
+    try:
+        setup()
+        os.dup2(fds[0], 1)
+        os.close(fds[0])
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 2)  # as the cold child's stderr (DEVNULL): the run logs to its own files
+        os.close(null)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        threads = request.get("threads")
+        if threads is not None:  # OMP_NUM_THREADS was read when torch loaded in the host: say it to torch too
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_num_threads(int(threads))
+        code = int(module.main(list(request["argv"])) or 0)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the pool reads "ended without a result (exit code 70)"
+        code = 70
+    finally:
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()  # what a fresh process does at its end (a measuring process it started, stopped)
+            sys.stdout.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""A trial worker for the local pool's own tests, no np run: its main says one progress line, then waits until a file
+`go` appears in the trial's folder and answers success. The pool runs it as it runs np's (`main([JOB_JSON])`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from np_optimizer.records.sweep import TrialResult
+from np_optimizer.sweep.worker import job_of, progress_line, result_line
+
+
+def main(argv: list[str]) -> int:
+    job = job_of(argv[0])
+    sys.stdout.write(progress_line("started"))
+    sys.stdout.flush()
+    while not (job.experiment_dir / "go").exists():
+        time.sleep(0.05)
+    sys.stdout.write(result_line(TrialResult(job.experiment_dir.name, "success")))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

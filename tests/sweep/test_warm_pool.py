@@ -1,0 +1,163 @@
+"""The local pool's warm host (sweep/host.py): every trial of a sweep is a fresh child forked by one host that
+imported torch and ExecuTorch once; a trial killed with SIGKILL mid-run is a failed trial naming the signal, and the
+next trial still runs warm; a host that cannot start leaves fresh processes per trial, said in one warning."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from np_optimizer.api.trial import WORKER
+from np_optimizer.records.sweep import TrialJob
+from np_optimizer.sweep.pool import LocalPool
+from np_optimizer.sweep.worker import Worker
+from tests.helpers import make_project, proc_stat, wait_for
+
+SWEEP = """version: "1.0"
+method: mlia
+space:
+  graph_quantize.scheme: [W8-A8, W8-A8_dynamic, W4-A8_dynamic]
+objectives: [{pte_size: min}, {snr: max}]
+"""
+
+
+def _descendants(root: int) -> set[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        fields = proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and fields[0] not in ("Z", "X"):
+            parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), [root]
+    while frontier:
+        parent = frontier.pop()
+        children = {pid for pid, ppid in parents.items() if ppid == parent} - found
+        found |= children
+        frontier.extend(children)
+    return found
+
+
+def _parent(pid: int) -> int:
+    fields = proc_stat(pid)
+    assert fields is not None, f"trial process {pid} is gone already"
+    return int(fields[1])
+
+
+@pytest.mark.np_run
+def test_trials_are_children_of_one_warm_host_and_a_killed_one_fails_with_its_signal(tmp_path: Path) -> None:
+    from np_optimizer.config.sweep import load_sweep
+    from np_optimizer.sweep.driver import SweepRun, run_sweep
+    from np_optimizer.workspace import Project, Workspace
+
+    Workspace.create(tmp_path / "ws")
+    project = make_project(tmp_path / "ws", "mlp", steps="gq").parent
+    (project / "sweep.yaml").write_text(SWEEP)
+    pool = LocalPool(1, WORKER, warm=True)
+    parents: dict[int, int] = {}  # trial number -> its process's parent, seen while it runs
+
+    def on_event(event: dict[str, Any]) -> None:
+        number = event.get("number")
+        if event["kind"] != "progress" or number in parents:
+            return
+        pid = pool.processes()[number]
+        parents[number] = _parent(pid)
+        assert pool.host is not None and _parent(pool.host.pid) == os.getpid()  # the pool's own host
+        if number == 1:  # mid-run: its np run has started
+            os.kill(pid, signal.SIGKILL)
+
+    run = SweepRun(Project(project), load_sweep(project / "sweep.yaml"), project / "sweep.yaml", 1, "test")
+    record = run_sweep(run, pool, on_event)
+
+    host = pool.host
+    assert host is not None
+    assert parents == {0: host.pid, 1: host.pid, 2: host.pid}  # each trial a child of the one host
+    assert host.forked == 3
+    states = {t.number: (t.state, t.reason) for t in record.trials}
+    assert states[0][0] == "complete" and states[2][0] == "complete", states  # the trial after the kill ran warm
+    assert states[1][0] == "failed" and "killed by signal 9" in str(states[1][1]), states
+    assert host.proc.poll() is not None  # the sweep's end stopped the host
+
+
+def test_a_host_that_cannot_start_leaves_fresh_processes_and_one_warning(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A worker module that does not import: the host says so, the pool warns once and starts each trial as a fresh
+    process (which fails the same way, as a failed trial)."""
+    pool = LocalPool(1, Worker("np_optimizer.no_such_worker", WORKER.run), warm=True)
+    results = []
+    with caplog.at_level(logging.WARNING, logger="np"):
+        try:
+            for number in range(2):
+                pool.submit(TrialJob(number, tmp_path / f"experiment_0{number + 2}"))
+                while not (done := [e for e in pool.poll(1.0) if e.kind == "done"]):
+                    pass
+                results.extend(e.result for e in done)
+        finally:
+            pool.close()
+    warnings = [r.getMessage() for r in caplog.records if "warm trial host" in r.getMessage()]
+    assert len(warnings) == 1 and "no_such_worker" in warnings[0], warnings
+    assert pool.host is None and not pool.warm
+    assert [r.status for r in results if r is not None] == ["failed", "failed"]
+    assert all(r is not None and r.error is not None and "exit code 1" in r.error.message for r in results)
+
+
+@pytest.mark.np_run
+def test_the_host_and_its_trials_die_with_a_killed_sweep(tmp_path: Path) -> None:
+    """kill -9 of np sweep while a trial runs: the warm host and the trial's process it forked are gone at once (the
+    death signals), so nothing holds the trial's experiment for np sweep --resume."""
+    from np_optimizer.workspace import Workspace
+
+    Workspace.create(tmp_path / "ws")
+    project = make_project(tmp_path / "ws", "mlp", steps="gq").parent
+    (project / "sweep.yaml").write_text(SWEEP)
+    proc = subprocess.Popen([sys.executable, "-m", "np_optimizer", "sweep", "--json", "--workers", "1"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if json.loads(raw)["kind"] == "progress":  # the trial's np run has started, in a child of the host
+                break
+        below = _descendants(proc.pid)
+        assert len(below) >= 2, below  # the host and the trial (and what the trial started)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_for(lambda: not any(proc_stat(pid) and proc_stat(pid)[0] not in ("Z", "X")  # type: ignore[index]
+                             for pid in below), 10, f"the killed sweep's processes {sorted(below)} to end")
+
+
+def _next_event(pool: LocalPool, number: int, kind: str) -> Any:
+    for _ in range(120):
+        for event in pool.poll(1.0):
+            if event.number == number and event.kind == kind:
+                return event
+    raise AssertionError(f"no {kind} event of trial {number} in 120 s")
+
+
+def test_a_host_that_dies_fails_its_trial_and_a_new_host_runs_the_next(tmp_path: Path) -> None:
+    """The host killed (as the out-of-memory killer would) while a trial runs: that trial is failed with the signal,
+    and the next trial runs in a child of a new host, with no fall-back to fresh processes."""
+    pool = LocalPool(1, Worker("tests.sweep.pool_worker", WORKER.run), warm=True)
+    try:
+        pool.submit(TrialJob(0, tmp_path / "experiment_02"))
+        _next_event(pool, 0, "progress")
+        first = pool.host
+        assert first is not None and _parent(pool.processes()[0]) == first.pid
+        os.kill(first.pid, signal.SIGKILL)
+        killed = _next_event(pool, 0, "done").result
+        assert killed.status == "failed" and "killed by signal 9" in killed.error.message
+        (tmp_path / "experiment_03").mkdir()
+        (tmp_path / "experiment_03" / "go").touch()
+        pool.submit(TrialJob(1, tmp_path / "experiment_03"))
+        second = pool.host
+        assert second is not None and second is not first and second.pid != first.pid and pool.warm
+        assert _next_event(pool, 1, "done").result.status == "success"
+        assert second.forked == 1
+    finally:
+        pool.close()
