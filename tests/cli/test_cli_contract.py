@@ -36,7 +36,10 @@ def test_arguments_have_help(run_np, command: list[str], text: str) -> None:
 def test_unknown_command_is_usage_error(run_np) -> None:
     result = run_np("frobnicate")
     assert result.exit_code == 2 and "No such command 'frobnicate'" in result.stderr
-    assert "Did you mean 'status'" in run_np("statu").stderr  # the root builds its commands lazily, all for a typo
+    said = run_np("statu").stderr  # the root builds its commands lazily, all for a typo
+    assert said.count("Did you mean 'status'") == 1, said  # once: click says it, typer must not say it again
+    said = run_np("projects", "creat").stderr
+    assert said.count("Did you mean 'create'") == 1, said
 
 
 def test_version_is_the_packages(run_np) -> None:

@@ -49,7 +49,17 @@ def _build(name: str) -> click.Command | None:
         holder.add_typer(declared, name=name)
     else:
         declared(holder)
-    return typer.main.get_group(holder).commands.get(name)
+    command = typer.main.get_group(holder).commands.get(name)
+    _one_suggestion(command)
+    return command
+
+
+def _one_suggestion(command: click.Command | None) -> None:
+    """click's NoSuchCommand names the nearest command already; typer's groups would add it a second time."""
+    if isinstance(command, TyperGroup):
+        command.suggest_commands = False
+        for sub in command.commands.values():
+            _one_suggestion(sub)
 
 
 class _LazyGroup(TyperGroup):
@@ -75,6 +85,7 @@ app = typer.Typer(
     "Example: np workspace init demo && cd demo/sample_cpu/experiment_01 && np run",
     no_args_is_help=True,
     add_completion=False,
+    suggest_commands=False,  # click's NoSuchCommand names the nearest command already (see _one_suggestion)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
