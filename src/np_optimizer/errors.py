@@ -60,6 +60,7 @@ __all__ = [
     "BUG_CODE",
     "error_record",
     "failure_exit_code",
+    "first_line",
 ]
 
 EXIT_OK = 0
@@ -337,6 +338,12 @@ class ValidationFailed(NpError):
         data = super().to_dict()
         data["issues"] = [asdict(i) for i in self.issues]  # type: ignore[call-overload]
         return data
+
+
+def first_line(exc: BaseException) -> str:
+    """What a library's exception says in its first line (its type's name when it says nothing), for a one-line
+    error at np's boundary."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:

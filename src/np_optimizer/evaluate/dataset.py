@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.errors import ConfigError, NotFoundError
+from np_optimizer.errors import ConfigError, NotFoundError, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -39,10 +39,6 @@ class LabelledDataset:
 
 def _bad(message: str, hint: str = _HINT) -> ConfigError:
     return ConfigError(message, hint=hint, code="NP-DAT-422")
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _tensor_file(root: Path) -> Path | None:
@@ -135,7 +131,7 @@ def _read_tensor_file(path: Path, example: torch.Tensor) -> tuple[torch.Tensor, 
     except ConfigError:
         raise
     except Exception as exc:  # numpy/torch raise many types for damaged or pickled content: the user's file
-        reason = _first_line(exc)
+        reason = first_line(exc)
         if reason.startswith("Weights only load failed"):  # torch's text goes on to suggest unsafe loading: not ours
             reason = "it holds objects other than tensors, which np does not unpickle"
         raise _bad(f"Evaluation file {path} cannot be read without unpickling objects: {reason}",
@@ -195,7 +191,7 @@ def _read_sample(path: Path, example: torch.Tensor, spec: dict[str, Any]) -> tor
         except ConfigError:
             raise
         except Exception as exc:
-            raise _bad(f"Evaluation sample {path} cannot be read as a NumPy array: {_first_line(exc)}") from None
+            raise _bad(f"Evaluation sample {path} cannot be read as a NumPy array: {first_line(exc)}") from None
     if example.dim() != 4:
         raise _bad(f"Evaluation image {path} given, but the model input {tuple(example.shape)} is not an image "
                    "(N, C, H, W).", "Use .npy samples or a .npz file shaped like the model input.")
@@ -208,7 +204,7 @@ def _read_sample(path: Path, example: torch.Tensor, spec: dict[str, Any]) -> tor
             image = image.convert("L" if channels == 1 else "RGB").resize((int(width), int(height)))
             array = np.asarray(image, dtype=np.float32) * float(spec.get("scale", 1 / 255))
     except Exception as exc:  # UnidentifiedImageError, OSError (truncated), DecompressionBombError
-        raise _bad(f"Evaluation image {path} cannot be read: {_first_line(exc)}") from None
+        raise _bad(f"Evaluation image {path} cannot be read: {first_line(exc)}") from None
     tensor = torch.from_numpy(array)
     tensor = tensor.unsqueeze(0) if channels == 1 else tensor.permute(2, 0, 1)
     mean = torch.tensor(spec.get("mean") or [0.0] * channels, dtype=torch.float32).reshape(-1, 1, 1)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.errors import ConfigError
+from np_optimizer.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -49,8 +49,7 @@ def _read(path: Path, example: tuple[torch.Tensor, ...]) -> Any:
         if suffix == ".pt":
             return torch.load(path, weights_only=True)
     except Exception as exc:  # the libraries' boundary: a file they cannot read is the user's data, not a bug
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"Calibration file {path} cannot be read as {_KINDS[suffix]}: {first}",
+        raise ConfigError(f"Calibration file {path} cannot be read as {_KINDS[suffix]}: {first_line(exc)}",
                           hint="Replace or remove that file (a project keeps its copy in data/calibration), or "
                                "use a folder of valid samples.", code="NP-DAT-422") from exc
     return _load_image(path, example[0])

@@ -103,18 +103,17 @@ class SweepStudy:
             self._study = optuna.create_study(study_name=self.name, storage=storage, directions=directions,
                                               sampler=self._sampler(), load_if_exists=True)
         except (ImportError, ValueError, ArgumentError) as exc:  # no driver for the database, or not a URL SQLAlchemy takes
-            from np_optimizer.errors import ConfigError
+            from np_optimizer.errors import ConfigError, first_line
 
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ConfigError(f"--storage {self.storage_url}: the study cannot be opened ({first}).",
+            raise ConfigError(f"--storage {self.storage_url}: the study cannot be opened ({first_line(exc)}).",
                               hint="Give a URL SQLAlchemy takes (sqlite:////path/study.db; PostgreSQL needs psycopg2 "
                                    "installed), or leave --storage out for the journal file in sweep/.",
                               code="NP-CFG-400") from None
         except SQLAlchemyError as exc:  # a URL it takes, but a database it cannot open (no folder, no server, ...)
-            from np_optimizer.errors import ConfigError
+            from np_optimizer.errors import ConfigError, first_line
 
-            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ConfigError(f"--storage {self.storage_url}: the database cannot be opened ({first}).",
+            cause = getattr(exc, "orig", None) or exc  # the database driver's own error, without SQLAlchemy's notes
+            raise ConfigError(f"--storage {self.storage_url}: the database cannot be opened ({first_line(cause)}).",
                               hint="Check that its folder exists and is writable (an absolute SQLite path takes four "
                                    "slashes: sqlite:////path/study.db) or that its server is up, or leave --storage "
                                    "out for the journal file in sweep/.", code="NP-CFG-400") from None
