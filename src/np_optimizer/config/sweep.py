@@ -128,19 +128,14 @@ def _space(raw: Any, issues: list[ValidationIssue]) -> list[Dimension]:
                                 f"{values!r}.", f"Write `{path}: [a, b]` or `{path}: {{from: 8, to: 64, step: 8}}`."))
             continue
         parts = str(path).split(".")
-        if len(parts) > 3 or (len(parts) == 3 and parts[1] not in _step_options(kind)) or (
-                len(parts) == 3 and parts[2] not in _step_options(kind).get(parts[1], {})):
-            sections = _step_options(kind)
-            known = [f"{kind}.{sec}.{opt}" for sec, opts in sections.items() for opt in opts]
+        sections, parameters = _step_options(kind), _step_parameters(kind)
+        if len(parts) > 3 or (len(parts) == 2 and parts[1] not in parameters) or (  # a trial's check refuses these
+                len(parts) == 3 and parts[2] not in sections.get(parts[1], {})):
+            known = [f"{kind}.{name}" for name in parameters]
+            known += [f"{kind}.{sec}.{opt}" for sec, opts in sections.items() for opt in opts]
             issues.append(issue("S014", L_SCHEMA, loc, f"{path} is not a run.yaml parameter or run.detail.yaml "
                                 f"option of {kind}.", did_you_mean(str(path), known) if known else
-                                f"{kind} has no run.detail.yaml options."))
-            continue
-        if len(parts) == 2 and parts[1] not in _step_parameters(kind):  # a trial's check would refuse every value
-            known = [f"{kind}.{name}" for name in _step_parameters(kind)]
-            known += [f"{kind}.{sec}.{opt}" for sec, opts in _step_options(kind).items() for opt in opts]
-            issues.append(issue("S014", L_SCHEMA, loc, f"{path} is not a run.yaml parameter or run.detail.yaml "
-                                f"option of {kind}.", did_you_mean(str(path), known)))
+                                f"{kind} has no run.yaml parameters or run.detail.yaml options."))
             continue
         if "." not in str(path) and not all(isinstance(v, bool) for v in values):
             issues.append(issue("S012", L_SCHEMA, loc, f"{path} (a step) takes true or false, got {values!r}.",
