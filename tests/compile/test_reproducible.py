@@ -6,6 +6,7 @@ specs in the .pte; the Arm backend's named the compile folder (its debug artifac
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -100,3 +101,18 @@ def test_a_deploy_export_names_no_folder_of_this_machine(tmp_path: Path, run_np,
     found = {(path.name, what) for path in exported for what, text in machine.items()
              if text.encode() in path.read_bytes()}
     assert not found, f"exported files name folders of this machine: {sorted(found)}"
+
+    # the records, configs and logs too: the run's records name the compile cache entry, the venv's vela.ini (Ethos-U)
+    # and the compile folder, its log the venv's libraries; the export names them by placeholder
+    machine["test folder (caches)"] = str(tmp_path.resolve())
+    records = exp / "report.json", exp / "01_graph_quantize" / "job.json"
+    assert any(str(tmp_path.resolve()).encode() in f.read_bytes() for f in records)  # so the check below can fail
+    result = run_np("export", "--level", "result", "-o", str(tmp_path / "handover"), "--json", cwd=exp)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    exported = sorted(p for p in (tmp_path / "handover").rglob("*") if p.is_file())
+    assert {p.name for p in exported} >= {"model.pte", "report.json", "jobs.json", "run.yaml", "execution.log"}
+    found = {(path.name, what) for path in exported for what, text in machine.items()
+             if text.encode() in path.read_bytes()}
+    assert not found, f"exported files name folders of this machine: {sorted(found)}"
+    jobs = json.loads((tmp_path / "handover" / "jobs.json").read_text())
+    assert jobs[-1]["compile"]["cache"]["entry"].startswith("<np-compile-cache>/"), jobs[-1]["compile"]["cache"]

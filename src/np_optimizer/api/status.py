@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ from np_optimizer.logs import libraries_log
 from np_optimizer.records import JobRecord, to_dict
 from np_optimizer.records.state import JobState, Lowering, MeasurementState, StatusRecord
 from np_optimizer.records.status import CompileStatus, ExperimentStatus, JobStatus
-from np_optimizer.workspace import resolve_experiment
+from np_optimizer.workspace import Experiment, resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
 
 if TYPE_CHECKING:
@@ -118,16 +119,39 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
     files = [target / "model.pte"]
     shutil.copy2(compiled_dir / record.pte_file, files[0])
     if level == "result":
-        for name in ("report.json", "meta.json", "run.yaml", "run.detail.yaml"):
-            if (exp.root / name).exists():
-                shutil.copy2(exp.root / name, target / name)
-                files.append(target / name)
-        write_json(target / "jobs.json", [to_dict(j) for j in store.jobs()])
-        files.append(target / "jobs.json")
-        for log in (exp.log_file, libraries_log(exp.log_file)):  # np's lines, then what the libraries printed
-            if log.exists():
-                (target / "logs").mkdir(exist_ok=True)
-                shutil.copy2(log, target / "logs" / log.name)
-                files.append(target / "logs" / log.name)
+        files += _export_records(exp, store, target)
     return ExportRecord(level=level, folder=str(target), checkpoint=last.checkpoint, job=last.name, device=device.name,
                         files=tuple(str(f) for f in files))
+
+
+def _export_records(exp: Experiment, store: ExperimentStore, target: Path) -> list[Path]:
+    """The records, configs and logs, with this machine's folders replaced by placeholders (workspace/portable.py):
+    what is handed over names no home, workspace, cache or virtual environment."""
+    from np_optimizer.files import read_json, write_text
+    from np_optimizer.workspace.portable import machine_paths
+
+    workspace = exp.project.workspace
+    paths = machine_paths(experiment=exp.root, workspace=workspace.root if workspace else None,
+                          extra=_model_folder(exp))
+    files: list[Path] = []
+    for name in ("report.json", "meta.json"):
+        if (exp.root / name).exists():
+            write_json(target / name, paths.json(read_json(exp.root / name)))
+            files.append(target / name)
+    write_json(target / "jobs.json", paths.json([to_dict(j) for j in store.jobs()]))
+    files.append(target / "jobs.json")
+    texts = [exp.root / "run.yaml", exp.root / "run.detail.yaml", exp.log_file, libraries_log(exp.log_file)]
+    for source in texts:  # the configs, then np's log lines and what the libraries printed
+        if source.exists():
+            dest = target / ("logs" if source.parent == exp.log_file.parent else "") / source.name
+            dest.parent.mkdir(exist_ok=True)
+            write_text(dest, paths.text(source.read_text(encoding="utf-8", errors="replace")))
+            files.append(dest)
+    return files
+
+
+def _model_folder(exp: Experiment) -> list[tuple[str, str]]:
+    """Where the project's model came from, when it was a file of this machine (its source names it)."""
+    source = str((exp.project.info.get("model") or {}).get("source") or "")
+    path = source.rsplit(":", 1)[0] if source.count(":") else source
+    return [(str(Path(path).parent), "<model-source>")] if os.path.isabs(path) else []
