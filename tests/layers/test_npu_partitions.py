@@ -5,6 +5,7 @@ than its module computes (before, every row of the first partition went to `clas
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 from pathlib import Path
@@ -118,7 +119,7 @@ def test_each_partition_is_keyed_with_its_own_debug_information(kws: _Kws) -> No
 
 
 @pytest.mark.np_run
-def test_the_layer_left_on_the_cpu_says_why_and_what_to_do(kws: _Kws, run_np: Any) -> None:
+def test_the_layer_left_on_the_cpu_says_why_and_what_to_do(kws: _Kws, run_np: Any, tmp_path: Path) -> None:
     """The pool's reason, in the Arm partitioner's words, at its module path: in the compile's layers_graph.json
     (only for ops of work: no placeholder, parameter or boundary quantize/dequantize), in np report --layers (--json
     and the table's placement cell), and in the one summary line of np run's log and np report."""
@@ -138,6 +139,9 @@ def test_the_layer_left_on_the_cpu_says_why_and_what_to_do(kws: _Kws, run_np: An
     log = (exp / "logs" / "execution.log").read_text()
     assert sum(summary in line for line in log.splitlines()) == 1, log
     assert f"graph_quantize: {summary}" in " ".join(run_np("report", cwd=exp).stdout.split())
+    assert run_np("report", "--html", str(tmp_path / "report.html"), cwd=exp).exit_code == 0
+    page = html.unescape((tmp_path / "report.html").read_text())  # the HTML per-layer section says the same
+    assert f"CPU: {POOL_REASON}" in page and summary in page
 
 
 def test_a_row_whose_macs_its_layer_cannot_compute_keeps_its_tosa_name() -> None:

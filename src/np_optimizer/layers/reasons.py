@@ -50,6 +50,8 @@ _ADVICE: tuple[tuple[str, str], ...] = (
      "lowers whole"),
     (r"(?i)not (been |marked as )?quantized|float|fp32", "quantize the layer (graph_quantize), or check why the "
      "quantizer left it float"),
+    (r"(?i)not included in BaseTOSASupportList", "replace the op with ones the Arm backend lowers (ExecuTorch's "
+     "backends/arm/operator_support lists them), or move it out of the model (pre- or post-processing)"),
     (r"(?i)^no xnnpack kernel for", "replace the op with one XNNPACK runs, or move it out of the model (pre- or "
      "post-processing); else it runs on ExecuTorch's portable kernel"),
 )
@@ -87,21 +89,22 @@ def cpu_summary(graph: dict[str, Any], doc: dict[str, Any] | None = None) -> str
     if not left:
         return None
     accelerator = str(graph.get("accelerator") or "the delegate")
+    everything = not any(o.get("delegated") for o in graph.get("ops") or [])  # nothing delegated: a float program
     share, costs = _cost_share(graph, doc)
     if share is None:
         macs_total = sum(int(o.get("macs") or 0) for o in graph.get("ops") or [])
         macs = sum(int(o.get("macs") or 0) for o in left)
         share = f"{100.0 * macs / macs_total:.1f}% of the MACs" if macs else "none of the MACs np counts"
-        if costs == {} and doc is not None and (doc.get("cost") or {}).get("unit") == "cycles":
-            share += ", not estimated"
+        if not everything and doc is not None and (doc.get("cost") or {}).get("unit") == "cycles":
+            share += ", not estimated"  # Vela estimates the NPU part only
     if costs:
         key = max(costs, key=lambda k: costs[k])
         costliest = next(o for o in left if str(o.get("key")) == key)
     else:
         costliest = min(left, key=lambda o: (-int(o.get("macs") or 0), left.index(o)))
-    reason = str(costliest["reason"])
+    reason = str(costliest["reason"]).rstrip(". ")
     name = f"{costliest.get('key')} ({costliest.get('class') or costliest.get('op')})"
-    ops = f"{len(left)} op" + ("s" if len(left) != 1 else "")
+    ops = f"all {len(left)} ops" if everything and len(left) > 1 else f"{len(left)} op" + ("s" if len(left) != 1 else "")
     return (f"{ops} left {accelerator} ({share}); costliest: {name}: {reason}. "
             f"To do: {advice(reason, accelerator)}.")
 
