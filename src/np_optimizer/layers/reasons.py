@@ -103,7 +103,8 @@ def cpu_summary(graph: dict[str, Any], doc: dict[str, Any] | None = None) -> str
     else:
         costliest = min(left, key=lambda o: (-int(o.get("macs") or 0), left.index(o)))
     reason = str(costliest["reason"]).rstrip(". ")
-    name = f"{costliest.get('key')} ({costliest.get('class') or costliest.get('op')})"
+    what = costliest.get("class") if costliest.get("module") else None  # a model-level op: its op, not the model
+    name = f"{costliest.get('key')} ({what or costliest.get('op')})"
     ops = f"all {len(left)} ops" if everything and len(left) > 1 else f"{len(left)} op" + ("s" if len(left) != 1 else "")
     return (f"{ops} left {accelerator} ({share}); costliest: {name}: {reason}. "
             f"To do: {advice(reason, accelerator)}.")
