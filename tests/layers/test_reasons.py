@@ -49,5 +49,7 @@ def test_the_summary_gives_the_cost_share_where_known_else_the_macs() -> None:
 def test_advice_follows_the_reason() -> None:
     assert advice("Avgpool2d with padding needs kernel dims < 8, got [24, 5]", "the NPU").startswith("pool with a kernel")
     assert advice("no XNNPACK kernel for aten.cumsum", "XNNPACK").startswith("replace the op")
+    assert advice("Had torch.bool output that is not supported by TOSA-1.0+INT+int16+int4+u55.", "the NPU") \
+        .startswith("the target has no boolean tensors")  # a ViT's attention mask on the U55
     assert advice("something new", "the NPU") == "change the layer to meet the condition the reason names, so that " \
         "the NPU takes it"

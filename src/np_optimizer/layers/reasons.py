@@ -50,6 +50,8 @@ _ADVICE: tuple[tuple[str, str], ...] = (
      "lowers whole"),
     (r"(?i)not (been |marked as )?quantized|float|fp32", "quantize the layer (graph_quantize), or check why the "
      "quantizer left it float"),
+    (r"torch\.bool (input|output)", "the target has no boolean tensors: make the mask a constant (a fixed sequence "
+     "length), or compute it outside the model"),
     (r"(?i)not included in BaseTOSASupportList", "replace the op with ones the Arm backend lowers (ExecuTorch's "
      "backends/arm/operator_support lists them), or move it out of the model (pre- or post-processing)"),
     (r"(?i)^no xnnpack kernel for", "replace the op with one XNNPACK runs, or move it out of the model (pre- or "
