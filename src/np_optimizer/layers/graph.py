@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule
 
-__all__ = ["GRAPH_FILE", "program_layers", "write_program_layers", "is_boundary"]
+__all__ = ["GRAPH_FILE", "program_layers", "write_program_layers"]
 
 GRAPH_FILE = "layers_graph.json"
 GRAPH_SCHEMA = 1
@@ -26,7 +26,7 @@ _PLUMBING = {"getitem"}
 _BOUNDARY = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
 
 
-def is_boundary(op: str) -> bool:
+def _is_boundary(op: str) -> bool:
     return any(op.endswith(b) for b in _BOUNDARY)
 
 
@@ -74,7 +74,7 @@ def program_layers(edge_program: ExportedProgram, root_class: str = "model", *, 
     out = []
     for o in ops:
         family = op_family(o["op"])
-        why = None if o["delegated"] or is_boundary(o["op"]) else \
+        why = None if o["delegated"] or _is_boundary(o["op"]) else \
             (rejected or {}).get(o["id"]) or no_reason.format(op=o["op"])
         out.append({**to_dict(keys[o["id"]]), "id": o["id"], "op": o["op"], "op_family": family,
                     "overhead": is_overhead(family), "delegated": o["delegated"], "delegate": o["delegate"],
