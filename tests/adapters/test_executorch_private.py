@@ -144,3 +144,26 @@ def test_arm_partition_hooks_see_each_partitions_tag_folder_and_tosa_and_its_spe
              for s in d.compile_specs}
     assert "dump_debug_info" not in specs and specs["debug_artifact_path"] == b"here"  # dropped; rewritten
     assert specs["output_format"] == b"vela"  # left as it was
+
+
+def test_partition_rejects_takes_both_reporters_calls_for_the_block_only() -> None:
+    """The Arm checks' WhyNoPartitionReporter and XNNPACK's WhyNoPartition, called on a real graph's nodes: the first
+    reason per call_function node is kept (placeholders are not work), the originals still run, and both classes are
+    as they were after the block."""
+    import logging
+
+    from executorch.exir.backend.utils import WhyNoPartition, WhyNoPartitionReporter
+
+    graph = torch.fx.symbolic_trace(_Small()).graph
+    by_op = {n.op: n for n in graph.nodes}
+    placeholder, linear, clamp = by_op["placeholder"], by_op["call_module"], by_op["call_function"]
+    reporter = WhyNoPartitionReporter()
+    with ep.partition_rejects() as found:
+        reporter.report_reject(clamp, "Clamp needs  int8,\n got float")
+        reporter.report_reject(clamp, "a second reason")
+        reporter.report_reject(placeholder, "not work")
+        WhyNoPartition(logger=logging.getLogger("np.test"))(linear, "not a call_function either")
+    assert found == {clamp.name: "Clamp needs int8, got float"}  # whitespace folded: one line per reason
+    assert "Clamp needs" in reporter.get_table_report()  # the reporter's own table still has it
+    assert WhyNoPartitionReporter.report_reject.__name__ == "report_reject" and \
+        WhyNoPartition.__call__.__name__ == "__call__"

@@ -171,6 +171,9 @@ def test_report_layers_and_compare_read_stored_files_without_torch(npu_layers: P
     compare = decoder.raw_decode(done.stdout[end:].lstrip())[0]
     assert layers["checkpoint"] == "GRAPH_QUANTIZE" and layers["cost"]["unit"] == "cycles"
     assert layers["layers"][0]["key"] == "block.expand"
+    # every row off the NPU says why, in the Arm partitioner's words (np report --layers --json's `reason`)
+    off = {e["key"]: e.get("reason") for e in layers["layers"] if e["placement"] != "NPU"}
+    assert off == {"(model).sort": "Not included in BaseTOSASupportList or a registered tosa_support_check"}, off
     assert [c["label"] for c in compare["columns"]] == ["INPUT_MODEL", "GRAPH_QUANTIZE"]
     moved = {p["key"]: (p["before"], p["after"]) for p in compare["diffs"][0]["placement_changes"]}
     assert moved["block.expand"] == ("CPU", "delegated") and "(model).sort" not in moved  # sort stays on the CPU

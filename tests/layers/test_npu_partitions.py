@@ -1,10 +1,11 @@
 """Ethos-U rows when the model splits into several NPU partitions: a keyword-spotting CNN whose average pool over the
-whole feature map stays on the CPU, so the convolutions and the classifier lower to two NPU partitions. Each
+feature map stays on the CPU, so the convolutions and the classifier lower to two NPU partitions. Each
 partition's Vela rows must be keyed with that partition's own Arm debug information, and no row may carry more MACs
 than its module computes (before, every row of the first partition went to `classifier`)."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 from pathlib import Path
@@ -35,7 +36,8 @@ class Kws(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(1, 32, (10, 4), stride=2, padding=(5, 1))
         self.blocks = nn.Sequential(Separable(32), Separable(32))
-        self.pool = nn.AvgPool2d((25, 5))  # the whole map: the Ethos-U partitioner leaves it on the CPU
+        # on the 25x5 map, a kernel that does not tile it: the Arm lowering pads, and the U55 refuses the padded pool
+        self.pool = nn.AvgPool2d((24, 5))
         self.classifier = nn.Linear(32, 12)
 
     def forward(self, x):
@@ -78,9 +80,9 @@ def _module_macs(model_file: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def kws(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, int], list[str]]:
-    """The model on corstone_300, GQ W8-A8, GRAPH_QUANTIZE estimated by MLIA: (layers.json, MACs per module,
-    the round's warnings)."""
+def kws(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, int], list[str], Path]:
+    """The model on corstone_300 (Ethos-U55), GQ W8-A8, GRAPH_QUANTIZE estimated by MLIA: (layers.json, MACs per
+    module, the round's warnings, the experiment)."""
     from np_optimizer import api
 
     base = tmp_path_factory.mktemp("kws")
@@ -93,13 +95,16 @@ def kws(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[
     report = json.loads((exp / "report.json").read_text())
     round_ = next(r for r in report["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
     layers = json.loads((exp / round_["artifacts"]["layers"]).read_text())
-    return layers, _module_macs(base / "kws.py"), list(round_.get("warnings") or [])
+    return layers, _module_macs(base / "kws.py"), list(round_.get("warnings") or []), exp
+
+
+_Kws = tuple[dict[str, Any], dict[str, int], list[str], Path]
+POOL_REASON = "Avgpool2d with padding needs kernel dims < 8, got [24, 5]"  # the Arm support check's own words
 
 
 @pytest.mark.np_run
-def test_each_partition_is_keyed_with_its_own_debug_information(
-        kws: tuple[dict[str, Any], dict[str, int], list[str]]) -> None:
-    layers, macs, warnings = kws
+def test_each_partition_is_keyed_with_its_own_debug_information(kws: _Kws) -> None:
+    layers, macs, warnings, _exp = kws
     npu_rows = [r for r in layers["rows"] if r.get("placement") == "NPU"]
     assert {r["partition"] for r in npu_rows} == {0, 1}  # two NPU partitions, the pool between them on the CPU
     assert not any("last NPU partition" in w or "own for" in w for w in warnings), warnings
@@ -111,6 +116,32 @@ def test_each_partition_is_keyed_with_its_own_debug_information(
     for row in npu_rows:  # and no row carries more MACs than its module computes
         if row.get("module"):
             assert int(row.get("macs") or 0) <= macs.get(row["module"], 0), row
+
+
+@pytest.mark.np_run
+def test_the_layer_left_on_the_cpu_says_why_and_what_to_do(kws: _Kws, run_np: Any, tmp_path: Path) -> None:
+    """The pool's reason, in the Arm partitioner's words, at its module path: in the compile's layers_graph.json
+    (only for ops of work: no placeholder, parameter or boundary quantize/dequantize), in np report --layers (--json
+    and the table's placement cell), and in the one summary line of np run's log and np report."""
+    _layers, _macs, _warnings, exp = kws
+    graph = json.loads(next(exp.glob("01_graph_quantize/artifacts/compiled_*/layers_graph.json")).read_text())
+    with_reason = [op for op in graph["ops"] if op.get("reason")]
+    assert [(op["key"], op["op"], op["reason"]) for op in with_reason] == [("pool", "aten.avg_pool2d", POOL_REASON)]
+    assert any("quantize_per_tensor" in op["op"] and not op["delegated"] for op in graph["ops"])  # left, no reason
+    doc = run_np("report", "--layers", "--json", cwd=exp).json
+    by_key = {e["key"]: e for e in doc["layers"]}
+    assert by_key["pool"]["placement"] == "CPU" and by_key["pool"]["reason"] == POOL_REASON
+    assert all("reason" not in e for e in doc["layers"] if e["placement"] == "NPU")
+    summary = f"1 op left the NPU (none of the MACs np counts, not estimated); costliest: pool (AvgPool2d): {POOL_REASON}."
+    assert doc["left"].startswith(summary) and "To do: " in doc["left"], doc["left"]
+    table = run_np("report", "--layers", cwd=exp)
+    assert "CPU: Avgpool2d with padding" in table.stdout, table.stdout  # the placement cell (wrapped in the table)
+    log = (exp / "logs" / "execution.log").read_text()
+    assert sum(summary in line for line in log.splitlines()) == 1, log
+    assert f"graph_quantize: {summary}" in " ".join(run_np("report", cwd=exp).stdout.split())
+    assert run_np("report", "--html", str(tmp_path / "report.html"), cwd=exp).exit_code == 0
+    page = html.unescape((tmp_path / "report.html").read_text())  # the HTML per-layer section says the same
+    assert f"CPU: {POOL_REASON}" in page and summary in page
 
 
 def test_a_row_whose_macs_its_layer_cannot_compute_keeps_its_tosa_name() -> None:

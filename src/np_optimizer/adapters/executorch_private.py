@@ -19,6 +19,10 @@ moves or changes one fails there first, not deep inside a compile or a profile.
     rewrite_compile_specs     each delegate's compile specs (the ones to_executorch serializes into the .pte) rewritten
                               or dropped: `LoweredBackendModule._compile_specs`, since its public `compile_specs` has
                               no setter
+    partition_rejects         why a partitioner left each node out, as it says it: the Arm support checks'
+                              `WhyNoPartitionReporter.report_reject(node, reason)` and XNNPACK's configs'
+                              `WhyNoPartition(node, reason)` (exir.backend.utils), patched for a block; both only log
+                              their reasons (INFO table, DEBUG lines), so np takes them from the calls themselves
 
 ExecuTorch is imported inside each function: importing this module costs nothing.
 """
@@ -35,9 +39,11 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["deserialize_pte", "xnnpack_graph_json", "register_quantized_ops", "experimental_warning",
-           "edge_op_overload", "pack_embedding_weight", "edge_config_unchecked", "arm_partition_hooks", "rewrite_compile_specs"]
+           "edge_op_overload", "pack_embedding_weight", "edge_config_unchecked", "arm_partition_hooks", "rewrite_compile_specs",
+           "partition_rejects"]
 
-_PATCH_LOCK = threading.Lock()  # one patched lowering at a time: the patch is on the classes, for every thread
+# one patched lowering at a time: the patch is on the classes, for every thread (re-entrant: the hooks nest)
+_PATCH_LOCK = threading.RLock()
 
 
 def deserialize_pte(data: bytes) -> Any:
@@ -158,3 +164,37 @@ def rewrite_compile_specs(edge: Any, rewrite: Callable[[str, bytes], bytes | Non
                     specs.append(CompileSpec(spec.key, value))
             module._compile_specs = specs
     return seen
+
+
+@contextlib.contextmanager
+def partition_rejects() -> Iterator[dict[str, str]]:
+    """For the block, every reason a partitioner gives for leaving a node out of its delegate, as {node name: reason}
+    (the first reason per node, as the Arm reporter keeps it; call_function nodes only: placeholders and outputs are
+    not work). A node one check rejects may still be taken by another (XNNPACK tries several configs per op), so the
+    caller keeps the reasons of the nodes the lowered program left outside its delegates only."""
+    from executorch.exir.backend.utils import WhyNoPartition, WhyNoPartitionReporter
+
+    found: dict[str, str] = {}
+    original_reject = WhyNoPartitionReporter.report_reject
+    original_why = WhyNoPartition.__call__
+
+    def note(node: Any, reason: Any) -> None:
+        if getattr(node, "op", None) == "call_function" and reason:
+            found.setdefault(str(node.name), " ".join(str(reason).split()))
+
+    def report_reject(self: Any, node: Any, reason: str) -> None:
+        note(node, reason)
+        original_reject(self, node, reason)
+
+    def why(self: Any, node: Any, reason: str) -> None:
+        note(node, reason)
+        original_why(self, node, reason)
+
+    with _PATCH_LOCK:
+        WhyNoPartitionReporter.report_reject = report_reject
+        WhyNoPartition.__call__ = why
+        try:
+            yield found
+        finally:
+            WhyNoPartitionReporter.report_reject = original_reject
+            WhyNoPartition.__call__ = original_why

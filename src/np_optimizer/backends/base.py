@@ -15,15 +15,15 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import Node
 
-__all__ = ["KeepFloat", "QuantizerBuilder", "Lowering", "Describe", "CompileOptions", "DelegateOps", "Scheme", "Backend", "BACKENDS",
+__all__ = ["KeepFloat", "QuantizerBuilder", "Lowered", "Lowering", "Describe", "CompileOptions", "DelegateOps", "Scheme", "Backend", "BACKENDS",
            "register_backend"]
 
 KeepFloat = Callable[["Node"], bool]
 # (target profile or None, keep-float predicate, whether any node is kept float) -> a configured PT2E quantizer
 QuantizerBuilder = Callable[[str | None, KeepFloat, bool], Any]
-# (exported program, target profile or None, a folder for the tool's own files) -> the lowered EdgeProgramManager.
-# A lowering writes nothing of np's: np_optimizer.compile writes the .pte, the record and the per-layer files.
-Lowering = Callable[["ExportedProgram", str | None, Path], Any]
+# (exported program, target profile or None, a folder for the tool's own files) -> what it lowered (Lowered). A
+# lowering writes nothing of np's: np_optimizer.compile writes the .pte, the record and the per-layer files.
+Lowering = Callable[["ExportedProgram", str | None, Path], "Lowered"]
 # (the program before lowering, target profile or None, delegation statistics, the tool's folder) -> the backend's own
 # compile record fields, with "status" and "reason" when it has something to say (no operator delegated, ...)
 Describe = Callable[["ExportedProgram", str | None, dict[str, Any], Path], dict[str, Any]]
@@ -31,6 +31,16 @@ Describe = Callable[["ExportedProgram", str | None, dict[str, Any], Path], dict[
 CompileOptions = Callable[[str | None], dict[str, Any]]
 # (a delegate's processed bytes) -> the ops its runtime runs, in order: {"type", "handle", "inputs", "output"}
 DelegateOps = Callable[[bytes], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Lowered(Record):
+    """What a lowering found: the lowered EdgeProgramManager, and why its partitioner left nodes out of the delegate,
+    by node name, in the partitioner's words (adapters/executorch_private.partition_rejects). The compile keeps the
+    reasons of the nodes that stayed outside (layers_graph.json)."""
+
+    edge: Any
+    rejected: dict[str, str] = field(default_factory=dict)
 
 
 def no_compile_options(_target: str | None) -> dict[str, Any]:
@@ -71,6 +81,10 @@ class Backend(Record):
     # (processes.run_watched) that shows its stage and stops at run.detail.yaml's time_limit. The lowering says what
     # it is doing through processes.stage().
     watched: bool = False
+    # What the views call its delegate ("1 op left the NPU"), and the reason of an op its partitioner left out
+    # without saying why ({op}: the op's name, e.g. aten.cumsum).
+    accelerator: str = "the delegate"
+    no_reason: str = "left out of the delegate by its partitioner ({op}; no reason given)"
     # Imports its lowering needs, run in np's own process before a watched child forks, so that each lowering does
     # not pay them again (ExecuTorch's Arm backend: about 1.5 s).
     preload: Callable[[], None] | None = None

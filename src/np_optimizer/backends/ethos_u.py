@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.base import Backend, KeepFloat, Lowered, QuantizerBuilder, Scheme, register_backend
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
 from np_optimizer.processes import stage
 from np_optimizer.records.status import CompileStatus
@@ -162,13 +162,17 @@ def ethos_u_compile_options(target: str | None) -> dict[str, Any]:
     return {"target": target, **vela, "config_ini": Path(vela["config_ini"]).name}
 
 
-def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) -> Any:
+def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) -> Lowered:
     stage("loading ExecuTorch's Arm backend")
     from executorch.backends.arm import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.common.arm_compile_spec import ArmCompileSpec
     from executorch.exir import to_edge_transform_and_lower
 
-    from np_optimizer.adapters.executorch_private import edge_config_unchecked, rewrite_compile_specs
+    from np_optimizer.adapters.executorch_private import (
+        edge_config_unchecked,
+        partition_rejects,
+        rewrite_compile_specs,
+    )
     from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
 
     if not target:
@@ -185,7 +189,8 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
                                  config_ini=str(config_ini))
         spec.dump_intermediate_artifacts_to(str(work))  # before the partitioner copies the spec
         spec.dump_debug_info(ArmCompileSpec.DebugMode.JSON)  # debug.json: TOSA op -> nn_module_stack, for the layers
-        with _logger_level(_VERBOSE_LOGGER, logging.WARNING), _debug_per_partition():
+        # partition_rejects: the Arm support checks' reason for each node they keep off the NPU
+        with _logger_level(_VERBOSE_LOGGER, logging.WARNING), _debug_per_partition(), partition_rejects() as rejected:
             stage("TOSA lowering (Edge dialect, NPU partitioning)")
             edge = to_edge_transform_and_lower(
                 program,
@@ -194,7 +199,7 @@ def lower_ethos_u(program: ExportedProgram, target: str | None, work_dir: Path) 
                 compile_config=edge_config_unchecked(),
             )
     rewrite_compile_specs(edge, program_spec)
-    return edge
+    return Lowered(edge, dict(rejected))
 
 
 # Compile specs that served the compile only: where the lowering left its intermediates and in which form. The
@@ -310,5 +315,7 @@ ETHOS_U = register_backend(Backend(
     compile_options=ethos_u_compile_options,
     watched=True,  # an unrolled LSTM took 744 s of TOSA lowering and Vela
     preload=preload_ethos_u,
+    accelerator="the NPU",
+    no_reason="left on the CPU by the Arm partitioner ({op}; it gave no reason)",
     notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",
 ))

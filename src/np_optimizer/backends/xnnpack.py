@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends.base import Backend, KeepFloat, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.base import Backend, KeepFloat, Lowered, QuantizerBuilder, Scheme, register_backend
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -26,17 +26,20 @@ def xnnpack_compile_options(_target: str | None) -> dict[str, Any]:
     return {"partitioner": "XnnpackPartitioner()"}
 
 
-def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path) -> Any:
+def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path) -> Lowered:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
+    from np_optimizer.adapters.executorch_private import partition_rejects
     from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
 
     register_quantized_out_variants()
     # XNNPACK has no embedding: quantized tables go to ExecuTorch's quantized embedding kernels, outside the delegate
     program, _count = fuse_quantized_embeddings(program)
     # the ETRecord ties the runtime's ETDump events to the graph (per-layer host times); the compile writes it
-    return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=True)
+    with partition_rejects() as rejected:  # XNNPACK's configs say why for some ops (alpha != 1, a dtype, a rank)
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=True)
+    return Lowered(edge, dict(rejected))
 
 
 def xnnpack_delegate_ops(processed: bytes) -> list[dict[str, Any]]:
@@ -109,4 +112,6 @@ XNNPACK = register_backend(Backend(
     delegated_column="Delegated (XNNPACK)",
     compile_options=xnnpack_compile_options,
     delegate_ops=xnnpack_delegate_ops,
+    accelerator="XNNPACK",
+    no_reason="no XNNPACK kernel for {op}",  # XNNPACK has no config for the op: its partitioner never looks at it
 ))

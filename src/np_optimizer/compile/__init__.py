@@ -48,9 +48,10 @@ __all__ = ["CompileResult", "CompileCache", "CompiledCheckpoint", "compile_for",
 _log = logging.getLogger("np.Compiler")
 # What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...), np's own
 # passes before the backend's (4: quantized embedding tables to ExecuTorch's embedding kernels) and what np leaves of
-# the backend's compile specs in the .pte (5: no compile folder, no vela.ini location): raised when any changes, so a
-# cached compilation made the old way is not reused.
-COMPILE_LAYOUT = 5
+# the backend's compile specs in the .pte (5: no compile folder, no vela.ini location), what layers_graph.json holds
+# (6: each op left outside the delegates with the partitioner's reason): raised when any changes, so a cached
+# compilation made the old way is not reused.
+COMPILE_LAYOUT = 6
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:
@@ -192,11 +193,14 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
     from np_optimizer.layers.trace_map import delegate_handles, write_trace_files
 
     backend = get_backend(device.backend)
-    edge = backend.lower(program, device.mlia_target, out_dir)
+    found = backend.lower(program, device.mlia_target, out_dir)
+    edge = found.edge
     stage("writing the .pte")
     lowered = edge.exported_program()
     stats = delegation_stats(lowered)
-    write_program_layers(lowered, out_dir)  # per-op placement and module keys for the views
+    # per-op placement, module keys and why an op stayed outside the delegates, for the views
+    write_program_layers(lowered, out_dir, rejected=found.rejected, no_reason=backend.no_reason,
+                         accelerator=backend.accelerator)
     delegates = delegate_handles(lowered, backend) if backend.runs_on_host else []
     executorch_program = edge.to_executorch(config=backend.executorch_config() if backend.executorch_config else None)
     pte = out_dir / PTE_FILE

@@ -23,6 +23,8 @@ from np_optimizer.compile import (
 from np_optimizer.devices import Device
 from np_optimizer.errors import CompileError, NpError
 from np_optimizer.files import write_text
+from np_optimizer.layers.graph import GRAPH_FILE
+from np_optimizer.layers.reasons import compiled_summary
 from np_optimizer.logs import get_logger
 from np_optimizer.models.source import sha256_file
 from np_optimizer.profiler.cache import EstimateCache, cache_key
@@ -183,6 +185,11 @@ def profile_checkpoint(asked: RoundRequest, *, progress: Callable[[str], None] =
     if cache_info["reused"]:
         notices.insert(0, f"Reused an earlier {method} estimate of the same compiled checkpoint on {device.name} "
                        f"(cache key {cache_info['key'][:12]}); nothing was recomputed. Use --force to estimate again.")
+    layers_file = output.artifacts.get("layers")
+    # why ops left the accelerator: one line per checkpoint, in the log and (as a notice) in np report
+    left = compiled_summary(compiled_dir / GRAPH_FILE, work_dir / layers_file if layers_file else None)
+    if left is not None:
+        notices.append(left)
     result = ProfileResult(
         **base, result_kind=output.result_kind, status=RoundStatus.SUCCESS, ended_at=utc_now(),
         metrics=tuple(output.metrics), extras=output.extras, provenance=output.provenance,
@@ -194,9 +201,11 @@ def profile_checkpoint(asked: RoundRequest, *, progress: Callable[[str], None] =
     )
     for line in metric_lines(result):
         log.info(line)
+    if left is not None:
+        log.info(f"  {left}")
     seen = set() if seen is None else seen  # a text already shown for an earlier checkpoint is not repeated
     for notice in result.notices:
-        if notice not in seen:
+        if notice not in seen and notice != left:
             log.info(f"  Note: {notice}")
             seen.add(notice)
     for warning in result.warnings:

@@ -36,6 +36,8 @@ class LayersRecord(Record):
     file: str
     warnings: tuple[str, ...] = ()
     snr: dict[str, JsonValue] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
+    # why ops left the accelerator, in one line (layers/reasons.py: cpu_summary); None when none left it
+    left: str | None = None
 
 
 

@@ -11,6 +11,7 @@ from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.layers.coverage import BOUNDARY_OPS
 from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics
 from np_optimizer.layers.graph import GRAPH_FILE
+from np_optimizer.layers.reasons import cpu_summary, layer_reasons, read_graph
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
 from np_optimizer.records.codec import to_dict
@@ -150,6 +151,10 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
     numerics, unreadable = read_numerics(exp.root, row.fidelity)
     snr = _snr_by_key(numerics)
     layers = [entry | _snr_fields(snr.get(entry["key"])) if snr else entry for entry in top_layers(doc, top)]
+    graph = read_graph(_graph_path(exp, row))
+    reasons = layer_reasons(graph)  # why each layer left the accelerator, from the compile's layers_graph.json
+    layers = [entry | {"reason": reasons[entry["key"]]} if entry["key"] in reasons
+              and "CPU" in str(entry.get("placement")) else entry for entry in layers]
     about = None
     if numerics is not None:
         about = {k: numerics.get(k) for k in ("vs", "unit", "inputs", "source", "evaluated_on")} | {
@@ -163,7 +168,7 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
                         str(doc.get("result_kind", result.result_kind if result else None)), dict(doc.get("cost") or {}),
                         doc.get("coverage"), tuple(layers), len(doc.get("layers") or []),
                         doc["_file"], tuple(doc.get("warnings") or ()) + ((unreadable,) if unreadable else ()),
-                        about)
+                        about, cpu_summary(graph, doc))
 
 
 def _snr_by_key(numerics: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -19,11 +19,14 @@ __all__ = ["show_layers", "show_compare"]
 
 _LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "spread", "share_pct",
                 "overhead_cost", "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes",
-                "snr_db", "raw_ids"]
+                "snr_db", "raw_ids", "reason"]
 
 
 def _placement(entry: dict[str, Any]) -> str:
+    """Where the layer runs; off the accelerator, why (`CPU: <reason>`)."""
     where = entry.get("placement") or "-"
+    if entry.get("reason"):
+        return f"{where}: {entry['reason']}"
     return where + (" (not estimated)" if entry.get("cost") is None and "CPU" in where else "")
 
 
@@ -39,7 +42,7 @@ def show_layers(record: LayersRecord, mode: str) -> None:
                  e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
                  "identical" if e.get("snr_identical") else e.get("snr_db"),
-                 " ".join(str(i) for i in as_list(e.get("raw_ids")))] for e in record.layers]
+                 " ".join(str(i) for i in as_list(e.get("raw_ids"))), e.get("reason")] for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), cost_text(e.get("cost"), unit),
@@ -72,6 +75,8 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         line("  ", (f"SNR: each layer's output against the same layer of {snr.get('vs')} on {snr.get('inputs')} "
                     f"inputs ({snr.get('source')}), exported programs run end to end (a layer's SNR includes the "
                     "error of the layers before it)", "dim"))
+    if record.left:
+        line(("Placement:", "cyan"), " ", record.left)
     for text in record.warnings:
         warn(text)
     if coverage.get("partial") and coverage.get("left_out"):

@@ -4,6 +4,8 @@ Every text from the files (module paths, class names, warnings) is escaped."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from markupsafe import Markup, escape
 
 from np_optimizer.formats import humanize_count
@@ -12,6 +14,12 @@ from np_optimizer.records import LayersRecord
 from np_optimizer.report.html.sections import SectionContext, html_section
 
 __all__ = ["per_layer"]
+
+
+def _placement(entry: Mapping[str, object]) -> str:
+    """Where the layer runs; off the accelerator, why (`CPU: <reason>`), as np report --layers says it."""
+    where = str(entry.get("placement") or "-")
+    return f"{where}: {entry['reason']}" if entry.get("reason") else where
 
 
 def _table(record: LayersRecord) -> Markup:
@@ -23,7 +31,7 @@ def _table(record: LayersRecord) -> Markup:
     for e in record.layers:
         macs = layer_macs(e)
         cells: list[tuple[str, bool]] = [(str(e.get("key")), False), (str(e.get("class") or "-"), False),
-                                         (str(e.get("placement") or "-"), False), (cost_text(e.get("cost"), unit), True)]
+                                         (_placement(e), False), (cost_text(e.get("cost"), unit), True)]
         if measured:
             cells.append((cost_text(e.get("spread_ms")), True))
         cells += [("-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", True),
@@ -36,13 +44,14 @@ def _table(record: LayersRecord) -> Markup:
             f"({record.device}, {record.method}, {record.result_kind})"
     source = f"Total {cost_text(record.cost.get('total'), unit)} {unit}: {record.cost.get('source', '')}"
     notes = Markup("").join(Markup("<li>{}</li>").format(w) for w in record.warnings)
+    left = Markup('<p class="left">{}</p>').format(record.left) if record.left else Markup("")
     return (Markup('<h4 data-checkpoint="{}">{}</h4>').format(record.checkpoint, title)
             + Markup('<table class="data layers"><thead><tr>')
             + Markup("").join(Markup('<th scope="col">{}</th>').format(h) for h in head)
             + Markup("</tr></thead><tbody>") + Markup("").join(rows) + Markup("</tbody></table>")
             + Markup('<p class="caption">{} More: <code>np report --layers {} --top N</code>.</p>').format(
                 source, record.checkpoint)
-            + (Markup('<ul class="warnings">{}</ul>').format(notes) if notes else Markup("")))
+            + left + (Markup('<ul class="warnings">{}</ul>').format(notes) if notes else Markup("")))
 
 
 @html_section("per_layer", title="Where the time goes: per-layer breakdown", order=40)
