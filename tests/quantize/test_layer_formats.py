@@ -119,6 +119,20 @@ def test_model_checks_find_the_unmatched_pattern_and_the_refused_int16(tmp_path:
     assert config.run.steps[0].layers == (("features.9", "W8-A16"), ("*", "W8-A16"), ("attn", "W8-A8"))
 
 
+def test_without_layers_only_the_u55_int16_matmuls_leave_the_scheme() -> None:
+    """No `layers:`: the step keeps its one-scheme quantizer, except where the backend refuses the scheme (W8-A16's
+    matmuls on an Ethos-U55), which np moves to int8 itself, no error."""
+    from np_optimizer.config.layer_formats import step_formats
+
+    graph = _tiny_graph()
+    formats, issues, moved = step_formats("W8-A16", (), graph, get_device("corstone_300"))
+    assert formats is not None and issues == []
+    assert moved == [("matmul", "int16 matmul not supported on U55: int8"),
+                     ("matmul_1", "int16 matmul not supported on U55: int8")]
+    assert step_formats("W8-A16", (), graph, get_device("alif_e8"))[0] is None
+    assert step_formats("W8-A8", (), graph, get_device("corstone_300"))[0] is None
+
+
 def test_np_validate_loads_the_model_and_shows_both(tmp_path: Path) -> None:
     from np_optimizer import api
 

@@ -24,7 +24,7 @@ from np_optimizer.quantize.layer_formats import LayerFormats, NodeKey, nearest_p
 if TYPE_CHECKING:
     from np_optimizer.devices import Device
 
-__all__ = ["parse_layers", "layer_issues", "GRAPH_KEY"]
+__all__ = ["parse_layers", "layer_issues", "step_formats", "GRAPH_KEY"]
 
 GRAPH_KEY = "graph"  # the model entry's node keys (NodeKey list), when the caller has the model's graph
 
@@ -88,3 +88,15 @@ def layer_issues(scheme: str, layers: tuple[tuple[str, str], ...], keys: Iterabl
                             "Narrow the pattern, or add a later pattern giving those modules W8-A8; with `scheme: "
                             f"{fmt}` np gives such layers their supported format itself and records why."))
     return issues
+
+
+def step_formats(scheme: str, layers: tuple[tuple[str, str], ...], keys: Iterable[NodeKey], device: Device
+                 ) -> tuple[LayerFormats | None, list[ValidationIssue], list[tuple[str, str]]]:
+    """For graph_quantize on its input program: the formats (None when every node takes the scheme, as without
+    `layers:`), the issues of the patterns, and (module, why) of each node the backend's limit moved."""
+    keys = list(keys)
+    formats = LayerFormats(scheme, layers, limit=device.backend_spec.format_limit, target=device.mlia_target)
+    if not layers and formats.is_uniform(keys):
+        return None, [], []
+    moved = [(k.paths[-1] or k.name, why) for k in keys if (why := formats.choice(k).why) != formats.asked(k).why]
+    return formats, layer_issues(scheme, layers, keys, device, "graph_quantize.layers"), moved

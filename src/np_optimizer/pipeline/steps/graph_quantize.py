@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import all_scheme_names, get_backend
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
-from np_optimizer.config.layer_formats import GRAPH_KEY, layer_issues, parse_layers
+from np_optimizer.config.layer_formats import GRAPH_KEY, layer_issues, parse_layers, step_formats
 from np_optimizer.config.options import Opt, Section
 from np_optimizer.config.parsing import issue, match, step_params
 from np_optimizer.config.steps.base import StepSpec, register_step_spec
@@ -132,7 +132,7 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
 
     asked_float = frozenset(config.keep_float)
     always_float |= asked_float
-    formats, format_warnings = _layer_formats(ctx, config) if config.layers else (None, [])
+    formats, format_warnings = _layer_formats(ctx, config)
     quantize, embeddings = _quantizer(ctx, config, calibration.samples, always_float, formats)
     ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
     program = quantize()
@@ -213,21 +213,21 @@ def _reads_user_input(program: ExportedProgram, node: Any) -> bool:
     return False
 
 
-def _layer_formats(ctx: StepContext, config: GraphQuantizeConfig) -> tuple[LayerFormats, list[str]]:
-    """`layers:` resolved for this device, checked against the step's input program before anything quantizes or
-    compiles: a pattern matching nothing is a warning, a format the compiler refuses for a named layer an error."""
-    from np_optimizer.quantize.layer_formats import LayerFormats, program_keys
+def _layer_formats(ctx: StepContext, config: GraphQuantizeConfig) -> tuple[LayerFormats | None, list[str]]:
+    """`layers:` and the backend's limits on the step's input program, before anything quantizes or compiles (None:
+    the scheme everywhere, as before): a pattern matching nothing is a warning, a refused format an error."""
+    from np_optimizer.quantize.layer_formats import program_keys
 
-    device = ctx.run.device
-    found = layer_issues(config.scheme, config.layers, program_keys(ctx.program), device, "graph_quantize.layers")
+    formats, found, moved = step_formats(config.scheme, config.layers, program_keys(ctx.program), ctx.run.device)
     refused = next((i for i in found if not i.is_warning), None)
     if refused is not None:
         raise UnsupportedError(refused.message, hint=f"{refused.hint} (np validate shows the line)", code="NP-GQ-422")
     warnings = [f"{i.message} {i.hint}" for i in found]
     for text in warnings:
         ctx.log.warning(text)
-    return LayerFormats(config.scheme, config.layers, limit=device.backend_spec.format_limit,
-                        target=device.mlia_target), warnings
+    for module, why in moved:  # the backend's limits: said here, recorded in changes.layer_formats
+        ctx.log.info(f"  {module}: {why}")
+    return formats, warnings
 
 
 def _formats_record(ctx: StepContext, config: GraphQuantizeConfig, formats: LayerFormats,
