@@ -83,8 +83,8 @@ def layer_issues(scheme: str, layers: tuple[tuple[str, str], ...], keys: Iterabl
     for pattern, (reason, modules) in refused.items():
         fmt = dict(layers)[pattern]
         where = ", ".join(dict.fromkeys(modules))
-        issues.append(issue("R038", L_DEVICE, f"{loc}.{pattern}", f"layers: {pattern!r} asks for {fmt} on a layer "
-                            f"'{device.name}' refuses in it ({where}): {reason}.",
+        issues.append(issue("R038", L_DEVICE, f"{loc}.{pattern}", f"layers: {pattern!r} gives {fmt} to {where}, "
+                            f"which '{device.name}' refuses in {fmt}: {reason.rsplit(': ', 1)[0]}.",
                             "Narrow the pattern, or add a later pattern giving those modules W8-A8; with `scheme: "
                             f"{fmt}` np gives such layers their supported format itself and records why."))
     return issues
