@@ -98,5 +98,5 @@ def step_formats(scheme: str, layers: tuple[tuple[str, str], ...], keys: Iterabl
     formats = LayerFormats(scheme, layers, limit=device.backend_spec.format_limit, target=device.mlia_target)
     if not layers and formats.is_uniform(keys):
         return None, [], []
-    moved = [(k.paths[-1] or k.name, why) for k in keys if (why := formats.choice(k).why) != formats.asked(k).why]
+    moved = [(k.paths[-1] or k.name, choice.why) for k in keys if (choice := formats.choice(k)).limited]
     return formats, layer_issues(scheme, layers, keys, device, "graph_quantize.layers"), moved

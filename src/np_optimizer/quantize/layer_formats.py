@@ -46,6 +46,7 @@ class Choice:
     format: str
     why: str  # "scheme W8-A8", "layers: 'features.0'", "keep_float", or the backend limit's reason
     pattern: str | None = None  # the `layers:` pattern that decided it, if one did
+    limited: bool = False  # the backend's limit moved it from the format asked for
 
 
 def _strip(path: str) -> str:
@@ -98,7 +99,7 @@ class LayerFormats:
     def choice(self, key: NodeKey) -> Choice:
         asked = self.asked(key)
         instead = self.limit(self.target, asked.format, key.op) if self.limit and asked.format != FLOAT else None
-        return Choice(instead[0], instead[1], asked.pattern) if instead else asked
+        return Choice(instead[0], instead[1], asked.pattern, limited=True) if instead else asked
 
     def refused(self, key: NodeKey) -> tuple[str, str] | None:
         """(pattern, the limit's reason) when a `layers:` pattern asked for a format the backend refuses here."""

@@ -264,8 +264,7 @@ def format_rows(formats: LayerFormats, program: ExportedProgram, float_modules: 
         if node.op != "call_function":
             continue
         choice = kept.choice(node_key(node))
-        limited = choice.why not in ("keep_float", f"scheme {formats.scheme}") and not choice.why.startswith("layers:")
-        if is_weighted(node) or limited:
+        if is_weighted(node) or choice.limited:
             rows.append({"module": module_path(node), "node": node.name, "op": str(node.target),
                          "format": choice.format, "why": choice.why})
     return rows
