@@ -29,7 +29,16 @@ def job_name(index: int, kind: str) -> str:
 
 def _describe(step: StepConfig) -> str:
     fields = {k: v for k, v in asdict(step).items() if k != "kind"}
-    return ", ".join(f"{k}={'null' if v is None else v}" for k, v in fields.items()) or "no parameters"
+    return ", ".join(f"{k}={_value(v)}" for k, v in fields.items()) or "no parameters"
+
+
+def _value(value: Any) -> str:
+    """A parameter as run.yaml writes it: null, and (key, value) pairs (graph_quantize's `layers:`) as a mapping."""
+    if value is None:
+        return "null"
+    if isinstance(value, tuple) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value) + "}"
+    return str(value)
 
 
 def evaluation_plan(config: ExperimentConfig, device: Device, dataset: dict[str, Any] | None) -> str:

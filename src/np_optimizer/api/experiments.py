@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 from np_optimizer.config import check_experiment_config, load_experiment_config
 from np_optimizer.config.detail_config import spelled_out_detail
+from np_optimizer.config.layer_formats import GRAPH_KEY
 from np_optimizer.config.writer import parse_steps_option, render_detail_yaml, render_run_yaml
 from np_optimizer.devices import get_device
 from np_optimizer.errors import UsageError
@@ -89,6 +91,24 @@ def experiments_list(*, project: str | None = None, cwd: Path | None = None) -> 
     return [experiment_info(str(e.root)) for e in owner.experiments()]
 
 
+def _model_graph(exp: Experiment) -> list[Any] | None:
+    """The node keys of the project's model as exported (torch loads here only), or None when it does not load:
+    np run then says why."""
+    from np_optimizer.errors import NpError
+    from np_optimizer.graph.program_io import export_model
+    from np_optimizer.models.source import ModelSpec, load_model
+    from np_optimizer.quantize.layer_formats import program_keys
+    from np_optimizer.records import from_dict
+
+    try:
+        loaded = load_model(from_dict(ModelSpec, exp.project.info["model"]), exp.project.root)
+        program = loaded.exported if loaded.exported is not None else \
+            export_model(cast("Any", loaded.module), loaded.example_inputs)
+    except NpError:
+        return None
+    return list(program_keys(program))
+
+
 def validate(*, experiment: str | None = None, project: str | None = None, config_files: list[Path] | None = None,
              profile_method: str | None = None, cwd: Path | None = None) -> ValidationReport:
     """Every violation of run.yaml and run.detail.yaml, and the execution plan when there are none."""
@@ -98,6 +118,11 @@ def validate(*, experiment: str | None = None, project: str | None = None, confi
     detail_file = config_files[1] if config_files and len(config_files) > 1 else None
     config, issues = check_experiment_config(run_file, device, detail_path=detail_file,
                                              model=exp.project.info["model"])
+    if config is not None and any(getattr(step, "layers", ()) for step in config.run.steps):
+        graph = _model_graph(exp)  # graph_quantize's `layers:` patterns checked against the model's modules
+        if graph is not None:
+            config, issues = check_experiment_config(run_file, device, detail_path=detail_file,
+                                                     model={**exp.project.info["model"], GRAPH_KEY: graph})
     plan = None
     if config is not None:
         from np_optimizer.evaluate.inputs import project_dataset

@@ -15,10 +15,17 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import Node
 
-__all__ = ["KeepFloat", "QuantizerBuilder", "Lowered", "Lowering", "Describe", "CompileOptions", "DelegateOps", "Scheme", "Backend", "BACKENDS",
+__all__ = ["FLOAT", "NodeFormat", "MixedBuilder", "FormatLimit", "KeepFloat", "QuantizerBuilder", "Lowered", "Lowering", "Describe", "CompileOptions", "DelegateOps", "Scheme", "Backend", "BACKENDS",
            "register_backend"]
 
 KeepFloat = Callable[["Node"], bool]
+FLOAT = "float"  # the per-layer format that leaves a layer unquantized (graph_quantize's `layers:`)
+NodeFormat = Callable[["Node"], str]  # a node's format: one of the backend's scheme names, or FLOAT
+# (target profile or None, the step's scheme, each node's format) -> a PT2E quantizer giving each node its format
+MixedBuilder = Callable[[str | None, str, NodeFormat], Any]
+# (target profile or None, a format, a node's op such as "aten.matmul.default") -> (the format the backend takes
+# instead, why), or None when it takes the node in that format
+FormatLimit = Callable[[str | None, str, str], "tuple[str, str] | None"]
 # (target profile or None, keep-float predicate, whether any node is kept float) -> a configured PT2E quantizer
 QuantizerBuilder = Callable[[str | None, KeepFloat, bool], Any]
 # (exported program, target profile or None, a folder for the tool's own files) -> what it lowered (Lowered). A
@@ -88,6 +95,10 @@ class Backend(Record):
     # Imports its lowering needs, run in np's own process before a watched child forks, so that each lowering does
     # not pay them again (ExecuTorch's Arm backend: about 1.5 s).
     preload: Callable[[], None] | None = None
+    # Per-layer formats (graph_quantize's `layers:`): the quantizer that gives each node its own scheme (None: the
+    # backend has none), and what its compiler refuses in a format, said before anything compiles.
+    mixed: MixedBuilder | None = None
+    format_limit: FormatLimit | None = None
 
     @property
     def scheme_names(self) -> tuple[str, ...]:

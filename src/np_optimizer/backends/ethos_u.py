@@ -19,7 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends.base import Backend, KeepFloat, Lowered, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.base import (
+    FLOAT,
+    Backend,
+    KeepFloat,
+    Lowered,
+    NodeFormat,
+    QuantizerBuilder,
+    Scheme,
+    register_backend,
+)
 from np_optimizer.backends.xnnpack import register_quantized_out_variants
 from np_optimizer.processes import stage
 from np_optimizer.records.status import CompileStatus
@@ -29,7 +38,7 @@ if TYPE_CHECKING:
     from torch.fx import GraphModule, Node
 
 __all__ = ["ETHOS_U", "lower_ethos_u", "describe_ethos_u", "is_quantized", "read_vela_summary", "PARTITION_DEBUG",
-           "partition_files", "program_spec", "COMPILE_ONLY_SPECS"]
+           "partition_files", "program_spec", "COMPILE_ONLY_SPECS", "ethos_u_format_limit"]
 
 # The Arm backend runs Vela with --verbose-all (hundreds of lines per delegate) whenever this logger is enabled for
 # INFO, which a root logger at INFO does: keep it at WARNING while lowering.
@@ -286,6 +295,48 @@ def _quantizer(a16: bool) -> QuantizerBuilder:
     return build
 
 
+def _mixed_quantizer(target: str | None, scheme: str, node_format: NodeFormat) -> Any:
+    """One EthosUQuantizer giving each node its format: the scheme's config globally, then a node finder per other
+    format (disjoint sets, so the V2 quantizer's "most recent wins" never has to choose). An int8/int16 boundary
+    becomes a TOSA RESCALE inside the NPU partition."""
+    from executorch.backends.arm import (
+        EthosUCompileSpec,
+        EthosUQuantizer,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+
+    from np_optimizer.adapters.executorch_private import experimental_warning
+
+    configs = {"W8-A8": get_symmetric_quantization_config(is_per_channel=True),
+               "W8-A16": get_symmetric_a16w8_quantization_config(is_per_channel=True), FLOAT: None}
+    quantizer = EthosUQuantizer(EthosUCompileSpec(target or "ethos-u85-256"))
+    quantizer.set_global(configs[scheme])
+    with warnings.catch_warnings():  # set_node_finder is marked experimental in executorch 1.4
+        warnings.simplefilter("ignore", experimental_warning())
+        for name, config in configs.items():
+            if name != scheme:
+                quantizer.set_node_finder(config, _node_finder(_is_format(node_format, name)))
+    return quantizer
+
+
+def _is_format(node_format: NodeFormat, name: str) -> KeepFloat:
+    return lambda node: node_format(node) == name
+
+
+_MATMULS = ("aten.matmul.default", "aten.bmm.default", "aten.mm.default")
+
+
+def ethos_u_format_limit(target: str | None, fmt: str, op: str) -> tuple[str, str] | None:
+    """What the Ethos-U compile refuses in a format. On U55 the Arm partitioner takes mm/bmm with int8 inputs only
+    (operator_support/ethos_u55_support.py, EthosU55DtypeSupport): an int16 matmul leaves the NPU, and in executorch
+    1.5.1 a W8-A16 attention block fails at Vela ("TOSA FB Reader error"), while the same matmuls in int8 lower in
+    the one NPU partition."""
+    if fmt == "W8-A16" and op in _MATMULS and (target or "").startswith("ethos-u55"):
+        return "W8-A8", "int16 matmul not supported on U55: int8"
+    return None
+
+
 def _node_finder(keep: KeepFloat) -> Any:
     from executorch.backends.arm.quantizer.arm_quantizer_utils import NodeFinder
 
@@ -317,5 +368,7 @@ ETHOS_U = register_backend(Backend(
     preload=preload_ethos_u,
     accelerator="the NPU",
     no_reason="left on the CPU by the Arm partitioner ({op}; it gave no reason)",
+    mixed=_mixed_quantizer,
+    format_limit=ethos_u_format_limit,
     notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",
 ))

@@ -6,7 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends.base import Backend, KeepFloat, Lowered, QuantizerBuilder, Scheme, register_backend
+from np_optimizer.backends.base import (
+    Backend,
+    KeepFloat,
+    Lowered,
+    NodeFormat,
+    QuantizerBuilder,
+    Scheme,
+    register_backend,
+)
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -91,6 +99,19 @@ def _quantizer(config_kwargs: dict[str, Any], linear_only: bool) -> QuantizerBui
     return build
 
 
+def _mixed_quantizer(target: str | None, scheme: str, node_format: NodeFormat) -> Any:
+    """XNNPACKQuantizer takes one config per module name, type or operator, and none per node: one quantizer per
+    format, each quantizing only the nodes of its format (its filter), composed. Static, dynamic and 4-bit layers
+    then lower in the same XNNPACK delegate."""
+    from torchao.quantization.pt2e.quantizer import ComposableQuantizer
+
+    del scheme  # every node's format is named by node_format, the scheme's nodes included
+    def other_than(name: str) -> KeepFloat:  # a scheme's quantizer leaves the other formats' nodes alone
+        return lambda node: node_format(node) != name
+
+    return ComposableQuantizer([s.build(target, other_than(s.name), True) for s in XNNPACK.schemes])
+
+
 XNNPACK = register_backend(Backend(
     name="xnnpack",
     display_name="XNNPACK (ExecuTorch, Arm CPU)",
@@ -114,4 +135,5 @@ XNNPACK = register_backend(Backend(
     delegate_ops=xnnpack_delegate_ops,
     accelerator="XNNPACK",
     no_reason="no XNNPACK kernel for {op}",  # XNNPACK has no config for the op: its partitioner never looks at it
+    mixed=_mixed_quantizer,
 ))

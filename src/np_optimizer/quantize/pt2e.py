@@ -12,13 +12,16 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import KeepFloat, get_backend
+from np_optimizer.backends.base import FLOAT
+from np_optimizer.errors import UnsupportedError
+from np_optimizer.quantize.layer_formats import LayerFormats, node_key, program_keys
 
 if TYPE_CHECKING:
     import torch
     from torch.export import ExportedProgram
     from torch.fx import GraphModule, Node
 
-__all__ = ["quantize_program", "quantized_layers", "weighted_layers", "module_path"]
+__all__ = ["quantize_program", "quantized_layers", "weighted_layers", "module_path", "is_weighted", "format_rows"]
 
 def _module_path(path: str) -> str:
     prefix = "L['self']."  # older capture APIs; torch.export records "layer1.conv"
@@ -134,14 +137,33 @@ def _restore_embedding_metas(module: GraphModule, metas: list[tuple[tuple[int, .
 
 def quantize_program(program: ExportedProgram, *, backend: str, scheme: str, target: str | None,
                      calibration: Sequence[tuple[torch.Tensor, ...]],
-                     keep_float: Iterable[str] = frozenset()) -> ExportedProgram:
-    """Prepare, calibrate on every sample, convert, and re-export (lowering takes an ExportedProgram)."""
+                     keep_float: Iterable[str] = frozenset(),
+                     formats: LayerFormats | None = None) -> ExportedProgram:
+    """Prepare, calibrate on every sample, convert, and re-export (lowering takes an ExportedProgram). With
+    `formats` (graph_quantize's `layers:`), each node is quantized in its own format; keep_float still applies."""
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    build = get_backend(backend).scheme(scheme).build  # UnsupportedError names the backend's schemes
+    owner = get_backend(backend)
+    build = owner.scheme(scheme).build  # UnsupportedError names the backend's schemes
     names = frozenset(keep_float)
     quantizer = build(target, _keep_float(names), bool(names))
+    if formats is not None:
+        keep = _keep_float(names)
+
+        def node_format(node: Node) -> str:
+            return FLOAT if keep(node) else formats.choice(node_key(node)).format
+
+        keys = program_keys(program)
+        if formats.is_uniform(keys):  # the scheme and float only: the one-scheme quantizer, as without `layers:`
+            any_float = bool(names) or any(formats.choice(k).format == FLOAT for k in keys)
+            quantizer = build(target, lambda node: node_format(node) == FLOAT, any_float)
+        elif owner.mixed is None:
+            raise UnsupportedError(f"The {owner.name} backend takes one scheme for the whole model.",
+                                   hint="Remove graph_quantize's `layers:` formats other than the scheme and float.",
+                                   code="NP-GQ-422")
+        else:
+            quantizer = owner.mixed(target, scheme, node_format)
     # check_guards=False: the default adds a `_guards_fn` call_module node the Arm quantizer's passes reject.
     module = program.module(check_guards=False)
     _integer_scalars_to_constants(module)
@@ -168,7 +190,7 @@ def _op(node: Any) -> str:
     return str(getattr(target, "_name", None) or getattr(target, "__name__", None) or target).replace("::", ".")
 
 
-def _is_weighted(node: Any) -> bool:
+def is_weighted(node: Any) -> bool:
     """A conv or matmul-like ATen node with a weight operand (`aten.conv2d.default`, `aten.linear.default`), or an
     embedding (its table)."""
     if node.op != "call_function" or len(node.args) < 2:
@@ -188,7 +210,7 @@ def module_path(node: Any) -> str:
 def weighted_layers(program: ExportedProgram) -> list[tuple[str, str]]:
     """(node name, module path) of every conv/linear-like node and embedding, in graph order: the candidates for
     mixed precision."""
-    return [(n.name, module_path(n)) for n in program.graph.nodes if _is_weighted(n)]
+    return [(n.name, module_path(n)) for n in program.graph.nodes if is_weighted(n)]
 
 
 def _precision(arg: Any) -> str:
@@ -219,7 +241,7 @@ def quantized_layers(program: ExportedProgram) -> list[dict[str, str]]:
     rows = []
     for n in program.graph.nodes:
         embedding = str(n.target) == _EMBEDDING or _is_gather(n)
-        if not (embedding or _is_weighted(n)):
+        if not (embedding or is_weighted(n)):
             continue
         weight, activation = (n.args[0], None) if embedding else (n.args[1], n.args[0])
         rows.append({"node": n.name, "module": module_path(n), "op": _op(n), "weight": _precision(weight),
@@ -229,4 +251,20 @@ def quantized_layers(program: ExportedProgram) -> list[dict[str, str]]:
         node = nodes[row["node"]]
         rows.append({"node": node.name, "module": module_path(node), "op": _op(node),
                      "weight": "float" if row["params_float"] else "quantized", "activation": _precision(node.args[0])})
+    return rows
+
+
+def format_rows(formats: LayerFormats, program: ExportedProgram, float_modules: frozenset[str]
+                ) -> list[dict[str, Any]]:
+    """For job.json: each conv/linear-like node, embedding and any node a backend limit moved, in graph order, with
+    the format it was given and why (a `layers:` pattern, the scheme, keep_float or the backend's limit)."""
+    kept = LayerFormats(formats.scheme, formats.layers, float_modules, formats.limit, formats.target)
+    rows = []
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        choice = kept.choice(node_key(node))
+        if is_weighted(node) or choice.limited:
+            rows.append({"module": module_path(node), "node": node.name, "op": str(node.target),
+                         "format": choice.format, "why": choice.why})
     return rows

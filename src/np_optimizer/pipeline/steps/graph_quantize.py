@@ -9,15 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import all_scheme_names, get_backend
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
+from np_optimizer.config.layer_formats import GRAPH_KEY, layer_issues, parse_layers, step_formats
 from np_optimizer.config.options import Opt, Section
 from np_optimizer.config.parsing import issue, match, step_params
 from np_optimizer.config.steps.base import StepSpec, register_step_spec
+from np_optimizer.errors import UnsupportedError
 from np_optimizer.pipeline.context import StepContext, StepOutcome
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
     from np_optimizer.devices import Device
+    from np_optimizer.quantize.layer_formats import LayerFormats
 
 __all__ = ["GraphQuantizeConfig", "SPEC", "graph_quantize"]
 
@@ -29,6 +32,7 @@ class GraphQuantizeConfig:
     scheme: str
     automatic_mixed_precision: str | None = None
     keep_float: tuple[str, ...] = ()  # module paths left in float (np sweep's layers strategy writes them)
+    layers: tuple[tuple[str, str], ...] = ()  # (module-path pattern, format) in file order: the last match wins
     kind: str = field(default="graph_quantize", init=False)
 
 
@@ -57,8 +61,8 @@ OPTIONS: Section = {
 
 def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
           model: dict[str, Any] | None = None) -> GraphQuantizeConfig | None:
-    params, ploc = step_params(raw, loc, "graph_quantize", ("scheme", "automatic_mixed_precision", "keep_float"),
-                               issues)
+    params, ploc = step_params(raw, loc, "graph_quantize", ("scheme", "automatic_mixed_precision", "keep_float",
+                                                            "layers"), issues)
     if params is None:
         return None
     all_schemes = all_scheme_names()
@@ -84,8 +88,11 @@ def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssu
                             f"keep_float lists module paths (as np report --layers names them), got {keep!r}.",
                             "Example: `keep_float: [features.0, classifier.1]`."))
         keep = []
+    layers = parse_layers(params.get("layers"), f"{ploc}.layers", device, issues)
+    if scheme and layers and device is not None and (model or {}).get(GRAPH_KEY) is not None:
+        issues.extend(layer_issues(scheme, layers, (model or {})[GRAPH_KEY], device, f"{ploc}.layers"))
     return GraphQuantizeConfig(scheme=scheme, automatic_mixed_precision=amp_value,
-                               keep_float=tuple(keep)) if scheme else None
+                               keep_float=tuple(keep), layers=layers) if scheme else None
 
 
 def _run_yaml(backend: str) -> list[str]:
@@ -125,7 +132,8 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
 
     asked_float = frozenset(config.keep_float)
     always_float |= asked_float
-    quantize, embeddings = _quantizer(ctx, config, calibration.samples, always_float)
+    formats, format_warnings = _layer_formats(ctx, config)
+    quantize, embeddings = _quantizer(ctx, config, calibration.samples, always_float, formats)
     ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
     program = quantize()
     changes: dict[str, Any] = {"scheme": config.scheme, "backend": device.backend,
@@ -148,7 +156,8 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     changes["layers"] = layers
     changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
     changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
-    warnings = list(calibration.warnings)
+    changes.update(_formats_record(ctx, config, formats, always_float) if formats is not None else {})
+    warnings = list(calibration.warnings) + format_warnings
     if asked_float:
         known = {row["module"] for row in layers}
         changes["keep_float"] = sorted(asked_float)
@@ -177,6 +186,8 @@ def _float_warnings(ctx: StepContext, program: ExportedProgram, kept: frozenset[
     )
 
     backend = ctx.run.device.backend
+    kept |= frozenset(row["module"] for row in (changes.get("layer_formats") or {}).get("by_layer", [])
+                      if row["format"] == "float")  # float by `layers:`: the configuration's doing
     changes["float_weights"] = float_weights(program, kept)  # weights the quantizer left float, per layer
     recurrent = float_recurrent(program, kept)
     warnings = float_recurrent_warnings(recurrent, scheme, backend)
@@ -202,7 +213,34 @@ def _reads_user_input(program: ExportedProgram, node: Any) -> bool:
     return False
 
 
-def _quantizer(ctx: StepContext, config: GraphQuantizeConfig, samples: list[Any], always_float: frozenset[str]
+def _layer_formats(ctx: StepContext, config: GraphQuantizeConfig) -> tuple[LayerFormats | None, list[str]]:
+    """`layers:` and the backend's limits on the step's input program, before anything quantizes or compiles (None:
+    the scheme everywhere, as before): a pattern matching nothing is a warning, a refused format an error."""
+    from np_optimizer.quantize.layer_formats import program_keys
+
+    formats, found, moved = step_formats(config.scheme, config.layers, program_keys(ctx.program), ctx.run.device)
+    refused = next((i for i in found if not i.is_warning), None)
+    if refused is not None:
+        raise UnsupportedError(refused.message, hint=f"{refused.hint} (np validate shows the line)", code="NP-GQ-422")
+    warnings = [f"{i.message} {i.hint}" for i in found]
+    for text in warnings:
+        ctx.log.warning(text)
+    for module, why in moved:  # the backend's limits: said here, recorded in changes.layer_formats
+        ctx.log.info(f"  {module}: {why}")
+    return formats, warnings
+
+
+def _formats_record(ctx: StepContext, config: GraphQuantizeConfig, formats: LayerFormats,
+                    always_float: frozenset[str]) -> dict[str, Any]:
+    """job.json's `layer_formats`: run.yaml's patterns, and each layer's format and why."""
+    from np_optimizer.quantize.pt2e import format_rows
+
+    return {"layer_formats": {"layers": [list(pair) for pair in config.layers],
+                              "by_layer": format_rows(formats, ctx.program, always_float)}}
+
+
+def _quantizer(ctx: StepContext, config: GraphQuantizeConfig, samples: list[Any], always_float: frozenset[str],
+               formats: LayerFormats | None = None
                ) -> tuple[Callable[..., ExportedProgram], dict[int, dict[str, Any]]]:
     """quantize(keep_float) -> the PT2E-quantized program, its embedding tables quantized as the `embedding` option
     says; and, per program it made (by id), what the option did in it (GREEDY quantizes many times)."""
@@ -215,7 +253,7 @@ def _quantizer(ctx: StepContext, config: GraphQuantizeConfig, samples: list[Any]
     def quantize(keep_float: frozenset[str] = frozenset()) -> ExportedProgram:
         program = quantize_program(ctx.program, backend=device.backend, scheme=config.scheme,
                                    target=device.mlia_target, calibration=samples,
-                                   keep_float=keep_float | always_float)
+                                   keep_float=keep_float | always_float, formats=formats)
         if embedding["bits"] is None:
             return program
         program, report = quantize_embeddings(program, bits=int(embedding["bits"]),
