@@ -126,3 +126,18 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     pruned = run_np("cache", "prune", "--kind", "steps", "--json").json
     assert pruned["removed_steps"] == 3 and pruned["removed_compiled"] == 0
     assert run_np("cache", "ls", "--json").json["steps"] == []
+
+
+def test_folder_digest_follows_content_not_bytecode(tmp_path: Path) -> None:
+    """The calibration data's and a package model's digest: a file changed in place changes it, the bytecode cache
+    that importing the package writes beside it does not (else a second run would never match the first)."""
+    from np_optimizer.pipeline.step_cache import folder_digest
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text("W = 1\n")
+    before = folder_digest(tmp_path / "pkg")
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    (tmp_path / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    assert folder_digest(tmp_path / "pkg") == before
+    (tmp_path / "pkg" / "model.py").write_text("W = 2\n")
+    assert folder_digest(tmp_path / "pkg") != before

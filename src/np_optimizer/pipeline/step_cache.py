@@ -77,10 +77,12 @@ def step_key(config_hash: str, context: dict[str, Any]) -> str:
 
 
 def folder_digest(folder: Path) -> str:
-    """The sha256 of a folder's files (relative paths and contents): the calibration data's digest, so a dataset
-    changed in place gives another key."""
+    """The sha256 of a folder's files (relative paths and contents), or of one file: the calibration data's and the
+    model's stored source's digest, so either changed in place gives another key. Python's bytecode caches, which
+    importing a model's package writes beside it, are left out."""
     digest = hashlib.sha256()
-    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    files = [folder] if folder.is_file() else sorted(
+        p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
     for path in files:
         digest.update(f"{path.relative_to(folder) if path != folder else path.name}\0{sha256_file(path)}\n".encode())
     return digest.hexdigest()

@@ -203,9 +203,9 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
             outcome.changes["module_map_error"] = f"{type(exc).__name__}: {exc}"
         return outcome
 
+    hash_ = config_hash(payload)
     made = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
-                        parameters=parameters, hash_=config_hash(payload), produce=produce,
-                        reuse_key=step_key(config_hash(payload), context))
+                        parameters=parameters, hash_=hash_, produce=produce, reuse_key=step_key(hash_, context))
     record = jobs.store.read_job(name)
     if record is not None and record.fidelity.program is not None:
         fid = record.fidelity.program
