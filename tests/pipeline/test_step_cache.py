@@ -47,7 +47,8 @@ def _second(exp: Path, name: str) -> Path:
 
     other = Path(api.experiments_create(steps="go,gq", name=name, project=str(exp.parent)).path)
     for file in ("run.yaml", "run.detail.yaml"):
-        shutil.copy(exp / file, other / file)
+        if (exp / file).is_file():
+            shutil.copy(exp / file, other / file)
     return other
 
 
@@ -126,6 +127,23 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     pruned = run_np("cache", "prune", "--kind", "steps", "--json").json
     assert pruned["removed_steps"] == 3 and pruned["removed_compiled"] == 0
     assert run_np("cache", "ls", "--json").json["steps"] == []
+
+
+def test_a_reused_graph_optimize_hands_its_layer_map_to_the_step_computed_after_it(run_np, cpu_experiment: Path) -> None:
+    """sample_cpu's GO folds each BatchNorm into its conv (changes.module_map): taken from the cache (the session's:
+    whichever test ran sample_cpu first computed it), its map still reaches a GQ that is computed (a calibration
+    size no other test uses), whose per-layer SNR names the folded layers by their conv."""
+    assert run_np("run", "--json", cwd=cpu_experiment).exit_code == 0
+    second = _second(cpu_experiment, "experiment_02")
+    (second / "run.detail.yaml").write_text("detail:\n  graph_quantize[0]:\n    calibration:\n      num_samples: 5\n")
+    assert run_np("run", "--json", cwd=second).exit_code == 0
+    jobs = _jobs(second)
+    assert jobs["01_graph_optimize"]["status"] == "reused" and jobs["02_graph_quantize"]["status"] == "success"
+    folded = jobs["01_graph_optimize"]["changes"]["module_map"]
+    assert folded == _jobs(cpu_experiment)["01_graph_optimize"]["changes"]["module_map"]
+    assert folded.get("block1.bn1") == "block1.conv1"
+    numerics = json.loads((second / "02_graph_quantize" / "artifacts" / "layers_snr.json").read_text())
+    assert numerics["module_map_from_input"] == folded
 
 
 def test_folder_digest_follows_content_not_bytecode(tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ class JobRunner:
             evaluation=tuple(e for e in (earlier.evaluation if earlier else ()) if e.trigger == "POSTHOC"),
         )
         if reuse_key is not None and self.steps is not None and not self.force:
-            cached = self._from_step_cache(reuse_key, record, input_ref)
+            cached = self._from_step_cache(self.steps, reuse_key, record, input_ref)
             if cached is not None:
                 return cached
         self.store.write_job(record)
@@ -163,11 +163,11 @@ class JobRunner:
             self.run.module_map = key_map
         return ProducedCheckpoint(ref, stats, compiled)
 
-    def _from_step_cache(self, key: str, record: JobRecord, input_ref: CheckpointRef | None) -> ProducedCheckpoint | None:
+    def _from_step_cache(self, cache: StepCache, key: str, record: JobRecord,
+                         input_ref: CheckpointRef | None) -> ProducedCheckpoint | None:
         """The job from the step cache's entry `key`: its files linked into the job's artifacts, its record parts,
         then compiled as any job is (a copy from the compile cache). None when there is no intact entry."""
-        assert self.steps is not None
-        hit, warning = self.steps.get(key)
+        hit, warning = cache.get(key)
         if warning:
             self.log.warning(warning)
         if hit is None:

@@ -177,8 +177,10 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
                "globals": run.config.detail.globals, "device": [run.device.name, run.device.backend],
                "calibration": run.calibration_digest}
     # what the job's fidelity is measured against besides the payload: INPUT_MODEL (its key), the evaluation inputs
-    # (after the calibration samples), the layers the steps before it fused, and whether its .pte is lowered (and run)
-    context = {"reference": reference, "skip": calibration_samples(run.config.detail.steps),
+    # (a dataset's: those after the calibration samples), the layers the steps before it fused, and whether its .pte
+    # is lowered (and run)
+    skip = calibration_samples(run.config.detail.steps) if run.calibration_dir is not None else None
+    context = {"reference": reference, "skip": skip,
                "module_map": run.module_map, "lowered": jobs.lowered is None or checkpoint in jobs.lowered}
 
     def produce(artifacts: Path) -> Any:
