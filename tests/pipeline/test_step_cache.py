@@ -123,6 +123,11 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     notices = run_np("report", "--json", cwd=third).json
     text = json.dumps(notices)
     assert f"01_graph_optimize: reused from the step cache {reused['01_graph_optimize'][:12]}" in text
+    # run.detail.yaml's reuse_steps: false computes every step, as --force does (and is not part of any key)
+    fourth = _second(exp, "experiment_04")
+    (fourth / "run.detail.yaml").write_text(_DETAIL + "  reuse_steps: false\n")
+    assert run_np("run", "--json", cwd=fourth).exit_code == 0
+    assert {j["status"] for j in _jobs(fourth).values()} == {"success"} and _checkpoints(fourth) == first
     # np cache prune --kind steps empties it; the next run computes and stores again
     pruned = run_np("cache", "prune", "--kind", "steps", "--json").json
     assert pruned["removed_steps"] == 3 and pruned["removed_compiled"] == 0

@@ -92,7 +92,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     store.start_run(project=project.name, device=device.name, runtime=device.runtime, backend=device.backend)
     try:  # whatever ends the run (a library's SystemExit, Ctrl+C), meta.json never stays "running"
         jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered,
-                         steps=StepCache(), force=force)
+                         steps=StepCache(), force=force or not config.detail.globals.get("reuse_steps", True))
         rounds: list[ProfileResult] = []
         produced: dict[str, ProducedCheckpoint] = {}
         error: ErrorRecord | None = None
@@ -174,7 +174,8 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
     options = run.config.detail.step_options(step.kind)
     parameters = {k: v for k, v in asdict(step).items() if k != "kind"}
     payload = {"step": step.kind, "parameters": parameters, "options": options, "input": input_ref.sha256,
-               "globals": run.config.detail.globals, "device": [run.device.name, run.device.backend],
+               "globals": {k: v for k, v in run.config.detail.globals.items() if k != "reuse_steps"},
+               "device": [run.device.name, run.device.backend],
                "calibration": run.calibration_digest}
     # what the job's fidelity is measured against besides the payload: INPUT_MODEL (its key), the evaluation inputs
     # (a dataset's: those after the calibration samples), the layers the steps before it fused, and whether its .pte
