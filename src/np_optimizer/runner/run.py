@@ -177,6 +177,9 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
                "globals": {k: v for k, v in run.config.detail.globals.items() if k != "reuse_steps"},
                "device": [run.device.name, run.device.backend],
                "calibration": run.calibration_digest}
+    amp = options.get("amp")
+    if isinstance(amp, dict) and amp.get("target_top1_drop") is not None:  # GREEDY scores TOP1 on the project's
+        payload["evaluation_dataset"] = _evaluation_dataset(run)             # labelled dataset: it decides the output
     # what the job's fidelity is measured against besides the payload: INPUT_MODEL (its key), the evaluation inputs
     # (a dataset's: those after the calibration samples), the layers the steps before it fused, and whether its .pte
     # is lowered (and run)
@@ -215,3 +218,13 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
         snr = "identical" if fid.snr_identical else f"{fid.snr_db} dB"
         log.info(f"{checkpoint}: SNR vs INPUT_MODEL {snr}, max abs error {fid.max_abs_error:.3g}")
     return made
+
+
+def _evaluation_dataset(run: RunContext) -> dict[str, Any] | None:
+    """The project's labelled evaluation dataset (project.json's entry) and its content's digest, for a step whose
+    output depends on it."""
+    entry = run.project.info.get("evaluation_dataset")
+    if not isinstance(entry, dict):
+        return None
+    folder = run.project.root / str(entry.get("path", "data/evaluation"))
+    return {**entry, "digest": folder_digest(folder) if folder.exists() else None}
