@@ -163,6 +163,7 @@ def np_run(root: Path, model_dir: Path, index: int) -> float:
     ws, cache = root / f"ws{index}", root / f"cache{index}"
     env = {**os.environ, "NP_CACHE_DIR": str(cache), "NP_QUEUE_DIR": str(cache / "queue")}
     env.pop("NP_COMPILE_CACHE_DIR", None)
+    env.pop("NP_STEP_CACHE_DIR", None)  # every cache under the fresh $NP_CACHE_DIR: each round computes its steps
     _np("workspace", "init", str(ws), cwd=root, env=env)
     _np("projects", "create", "-n", "resnet", "--model", f"{model_dir / 'model.py'}:build", "--device", "host",
         cwd=ws, env=env)

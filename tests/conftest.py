@@ -85,14 +85,32 @@ def session_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_step_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The step cache shared by the whole session, as the compile cache is: many tests run the same small np run, and
+    from the second on its jobs are copies of the first's (the same bytes, pipeline/step_cache.py). A test or module
+    that must see its steps run is marked `own_steps` and gets an empty one of its own (_own_step_cache)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one cache for every worker of the run (it takes concurrent writers)
+        base = base.parent
+    folder = base / "np-step-cache-session"
+    folder.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NP_STEP_CACHE_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="module", autouse=True)
-def module_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def module_cache(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Path]:
     """The estimate cache and device-queue folder of a module's own expensive fixtures (a run done once per module),
-    never the user's: autouse fixtures are set up first in their scope, so before any module fixture runs np."""
+    never the user's: autouse fixtures are set up first in their scope, so before any module fixture runs np. A module
+    marked `own_steps` gets its own step cache here too."""
     cache = tmp_path_factory.mktemp("np-cache-module")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NP_CACHE_DIR", str(cache))
         patch.setenv("NP_QUEUE_DIR", str(cache / "queue"))
+        if request.node.get_closest_marker("own_steps"):
+            patch.setenv("NP_STEP_CACHE_DIR", str(cache / "steps"))
         yield cache
 
 
@@ -105,6 +123,13 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("NP_CACHE_DIR", str(cache))
     monkeypatch.setenv("NP_QUEUE_DIR", str(cache / "queue"))
     return cache
+
+
+@pytest.fixture(autouse=True)
+def _own_step_cache(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty step cache of the test's own for a test (or module) marked `own_steps`."""
+    if request.node.get_closest_marker("own_steps"):
+        monkeypatch.setenv("NP_STEP_CACHE_DIR", str(tmp_path / "np-steps"))
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +156,8 @@ def mlp_pi_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FinishedRun
     root, cache = base / "ws", base / "np-cache"
     api.workspace_init(root)
     exp = make_project(root, "mlp_pi")
-    env = {**os.environ, "NP_CACHE_DIR": str(cache), "NP_QUEUE_DIR": str(cache / "queue")}
+    env = {**os.environ, "NP_CACHE_DIR": str(cache), "NP_QUEUE_DIR": str(cache / "queue"),
+           "NP_STEP_CACHE_DIR": str(cache / "steps")}  # its own: test_pipeline reads how its steps ran
     proc = subprocess.run([sys.executable, "-m", "np_optimizer", "run"], cwd=exp, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

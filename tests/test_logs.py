@@ -23,6 +23,8 @@ from np_optimizer.logs import (
 )
 from tests.helpers import make_project, run_np_subprocess
 
+pytestmark = pytest.mark.own_steps  # the libraries' output of steps that run
+
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERROR|DEBUG|DONE )\] \[\w+\] ")
 BANNER = re.compile(r"^(={60}|\[Phase \d+\] .+)$")
 

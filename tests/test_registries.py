@@ -22,6 +22,8 @@ from np_optimizer.errors import CODES, NpError
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
 from tests.helpers import REPO, make_project, run_np_subprocess
 
+pytestmark = pytest.mark.own_steps  # each registered step must really run
+
 # every scheme of every backend; a backend without schemes lowers its float program (None)
 _SCHEMES = [(b.name, s.name) for b in backends() for s in b.schemes] + [(b.name, None) for b in backends() if not b.schemes]
 

@@ -23,6 +23,8 @@ from np_optimizer.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NETWORK, EXI
 from np_optimizer.workspace import Workspace
 from tests.helpers import NpResult, assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
 
+pytestmark = pytest.mark.own_steps  # Ctrl+C and damaged files mid-run need steps that run
+
 GO_ONLY = 'version: "1.0"\nsteps:\n- graph_optimize: null\n'
 GO_PROFILED = GO_ONLY + "profile:\n- GRAPH_OPTIMIZE\n"
 # a few hundred bytes that expand to 10**10 values

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import make_project
 
-pytestmark = pytest.mark.np_run
+pytestmark = [pytest.mark.np_run, pytest.mark.own_steps]  # own_steps: its jobs' statuses are of steps that ran
 
 MODEL = '''
 import torch

@@ -17,6 +17,8 @@ from np_optimizer.errors import EXIT_CONFIG, ModelError
 from np_optimizer.processes import pid_alive
 from tests.helpers import wait_for
 
+pytestmark = pytest.mark.own_steps  # a package model's steps must run in the project's own process state
+
 NET = '''\
 import torch
 from helper_blocks import Block

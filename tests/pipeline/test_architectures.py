@@ -29,7 +29,7 @@ import pytest
 from tests.helpers import NpResult
 
 pytest.importorskip("transformers")
-pytestmark = pytest.mark.np_run
+pytestmark = [pytest.mark.np_run, pytest.mark.own_steps]  # own_steps: each family's steps must really run
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ import pytest
 from np_optimizer.errors import EXIT_FAILED
 from tests.helpers import FinishedRun, copy_workspace, make_project, run_np_subprocess
 
+# own_steps: its runs' records, logs, retries and kills are of steps that ran, and a GO pass it patches must reach
+# no other test
+pytestmark = pytest.mark.own_steps
+
 LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}\.\d{2} \[(INFO |WARN |ERROR|DEBUG|DONE )\] \[\w+\] ")
 
 

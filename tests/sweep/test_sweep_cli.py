@@ -14,6 +14,8 @@ import pytest
 
 from tests.helpers import make_project, run_np_subprocess
 
+pytestmark = pytest.mark.own_steps  # Ctrl+C mid-sweep needs steps that run
+
 MLP_SWEEP = """version: "1.0"
 method: mlia
 space:

@@ -18,7 +18,8 @@ import pytest
 from np_optimizer.workspace.sweep_files import read_sweep_record
 from tests.helpers import make_project, run_np_subprocess
 
-pytestmark = pytest.mark.np_run
+# own_steps: a sweep killed at its n-th event needs steps that run
+pytestmark = [pytest.mark.np_run, pytest.mark.own_steps]
 
 SWEEP = """version: "1.0"
 method: mlia

@@ -21,6 +21,8 @@ from np_optimizer.sweep.pool import LocalPool
 from np_optimizer.sweep.worker import Worker
 from tests.helpers import make_project, proc_stat, wait_for
 
+pytestmark = pytest.mark.own_steps  # trials killed mid-run need steps that run
+
 SWEEP = """version: "1.0"
 method: mlia
 space:

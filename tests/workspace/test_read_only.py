@@ -17,7 +17,8 @@ import typer.main
 from np_optimizer.cli.app import app
 from tests.helpers import FinishedRun, copy_workspace, run_np_subprocess, tree_digest
 
-pytestmark = pytest.mark.np_run  # the module fixture runs np run
+# the module fixture runs np run; own_steps: its jobs' statuses are of steps that ran
+pytestmark = [pytest.mark.np_run, pytest.mark.own_steps]
 
 # Every command of `np --help`, as a read command (argv run from the experiment folder; {out} is a folder outside
 # the workspace for the files a read command is asked to write) or a writing one. A new command must be put in one.

@@ -18,6 +18,8 @@ import pytest
 
 from tests.helpers import make_project, proc_stat, run_np_subprocess, wait_for
 
+pytestmark = pytest.mark.own_steps  # a run must still be running when the others are tried
+
 # Holds an experiment's run lock as np profile does (shared) until killed.
 HOLD_RUN_LOCK = r"""
 import sys, time

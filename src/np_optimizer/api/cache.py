@@ -1,4 +1,4 @@
-"""np cache ls / prune: the user's caches (compiled programs and estimates), shared by every workspace."""
+"""np cache ls / prune: the user's caches (compiled programs, steps and estimates), shared by every workspace."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from np_optimizer.files import cache_root
 
 if TYPE_CHECKING:  # the compile package (backends, versions) loads when a cache is listed, not at np's start-up
     from np_optimizer.compile.cache import CacheEntryInfo
+    from np_optimizer.pipeline.step_cache import StepEntryInfo
 
 __all__ = ["CacheListing", "PruneResult", "cache_list", "cache_prune", "parse_age", "CACHE_KINDS"]
 
-CACHE_KINDS = ("all", "compiled", "estimates")
+CACHE_KINDS = ("all", "compiled", "steps", "estimates")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -28,10 +29,16 @@ class CacheListing:
     compiled: list[CacheEntryInfo]
     estimates: int
     estimates_bytes: int
+    steps_folder: Path
+    steps: list[StepEntryInfo]
 
     @property
     def compiled_bytes(self) -> int:
         return sum(e.size_bytes for e in self.compiled)
+
+    @property
+    def steps_bytes(self) -> int:
+        return sum(e.size_bytes for e in self.steps)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class PruneResult:
     freed_bytes: int
     kept_compiled: int
     kept_estimates: int
+    removed_steps: int = 0
+    kept_steps: int = 0
 
 
 def parse_age(text: str) -> float:
@@ -58,11 +67,14 @@ def _estimate_files(root: Path) -> list[Path]:
 
 def cache_list() -> CacheListing:
     from np_optimizer.compile.cache import CompileCache
+    from np_optimizer.pipeline.step_cache import StepCache
 
     root = cache_root()
     estimates = _estimate_files(root)
+    steps = StepCache()
     return CacheListing(root=root, compiled_folder=CompileCache().root, compiled=CompileCache().entries(), estimates=len(estimates),
-                        estimates_bytes=sum(p.stat().st_size for p in estimates))
+                        estimates_bytes=sum(p.stat().st_size for p in estimates), steps_folder=steps.root,
+                        steps=steps.entries())
 
 
 def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneResult:
@@ -70,10 +82,11 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
     if kind not in CACHE_KINDS:
         raise UsageError(f"Unknown --kind '{kind}'.", hint=f"Kinds: {', '.join(CACHE_KINDS)}.", code="NP-CCH-400")
     from np_optimizer.compile.cache import CompileCache
+    from np_optimizer.pipeline.step_cache import StepCache
 
     cutoff = time.time() - parse_age(older_than) if older_than else float("inf")
     root = cache_root()
-    removed_c = removed_e = kept_c = kept_e = freed = 0
+    removed_c = removed_e = kept_c = kept_e = removed_s = kept_s = freed = 0
     if kind in ("all", "compiled"):
         for entry in CompileCache().entries():
             if entry.last_used_at < cutoff:
@@ -81,6 +94,13 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
                 removed_c, freed = removed_c + 1, freed + entry.size_bytes
             else:
                 kept_c += 1
+    if kind in ("all", "steps"):
+        for step in StepCache().entries():
+            if step.last_used_at < cutoff:
+                shutil.rmtree(step.folder, ignore_errors=True)
+                removed_s, freed = removed_s + 1, freed + step.size_bytes
+            else:
+                kept_s += 1
     if kind in ("all", "estimates"):
         for path in _estimate_files(root):
             try:
@@ -92,4 +112,4 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
                     kept_e += 1
             except OSError:
                 continue
-    return PruneResult(removed_c, removed_e, freed, kept_c, kept_e)
+    return PruneResult(removed_c, removed_e, freed, kept_c, kept_e, removed_s, kept_s)

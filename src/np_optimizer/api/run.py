@@ -21,7 +21,8 @@ def run(*, experiment: str | None = None, project: str | None = None, retry: boo
         progress: Callable[[str], None] = lambda _t: None) -> RunSummary:
     """Run the experiment's steps and profile its listed checkpoints, locally and synchronously.
 
-    `force` estimates again instead of reusing a cached estimate of the same compiled checkpoint.
+    `force` computes every step again instead of taking it from the step cache (pipeline/step_cache.py), and
+    estimates again instead of reusing a cached estimate of the same compiled checkpoint.
     Log lines go to `console_write` (if given) and to the experiment's logs/execution.log; what the libraries print,
     natively or through warnings, goes to the log file only.
     """

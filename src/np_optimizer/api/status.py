@@ -77,7 +77,7 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
         jobs.append(JobState(name=job.name, step_type=job.step_type, step_index=job.step_index,
                              checkpoint=job.checkpoint, status=job_state, duration_s=job.duration_s,
                              started_at=job.started_at, ended_at=job.ended_at, lowering=lowering,
-                             lowering_reason=reason, errors=job.errors))
+                             lowering_reason=reason, errors=job.errors, reused_from=job.reused_from))
     measurements = [MeasurementState(checkpoint=r.checkpoint, trigger=r.trigger, status=r.status, method=r.method,
                                      result_kind=r.result_kind, device=r.device, started_at=r.started_at,
                                      measurement_id=r.measurement_id)

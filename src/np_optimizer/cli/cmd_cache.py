@@ -11,7 +11,8 @@ from np_optimizer.api.cache import CACHE_KINDS, cache_list, cache_prune
 from np_optimizer.cli.options import JsonOpt, PlainOpt
 from np_optimizer.cli.render import line, print_json, print_plain, print_table
 
-app = typer.Typer(help="The compile and estimate caches shared by every workspace ($NP_CACHE_DIR, else ~/.cache/np).",
+app = typer.Typer(help="The compile, step and estimate caches shared by every workspace ($NP_CACHE_DIR, else "
+                  "~/.cache/np).",
                   no_args_is_help=True)
 
 
@@ -38,7 +39,8 @@ def _age(seconds: float) -> str:
 
 @app.command("ls", epilog="Example: np cache ls --json")
 def ls(json_mode: JsonOpt = False, plain: PlainOpt = False) -> None:
-    """List the compiled programs in the cache, with their sizes, and the estimates' count and size."""
+    """List the compiled programs and the steps' checkpoints in the cache, with their sizes, and the estimates' count
+    and size."""
     listing = cache_list()
     now = time.time()
     if json_mode:
@@ -47,7 +49,11 @@ def ls(json_mode: JsonOpt = False, plain: PlainOpt = False) -> None:
              "size_bytes": e.size_bytes, "compile_seconds": e.compile_seconds, "created_at": e.created_at,
              "last_used_at": e.last_used_at, "folder": str(e.folder)} for e in listing.compiled],
             "compiled_bytes": listing.compiled_bytes, "estimates": listing.estimates,
-            "estimates_bytes": listing.estimates_bytes})
+            "estimates_bytes": listing.estimates_bytes, "steps_folder": str(listing.steps_folder), "steps": [
+                {"key": e.key, "step_type": e.step_type, "checkpoint": e.checkpoint, "made_in": e.made_in,
+                 "output_sha256": e.output_sha256, "size_bytes": e.size_bytes, "step_seconds": e.step_seconds,
+                 "created_at": e.created_at, "last_used_at": e.last_used_at, "folder": str(e.folder)}
+                for e in listing.steps], "steps_bytes": listing.steps_bytes})
         return
     rows = [[e.key[:12], e.backend, e.target or "-", e.program_sha256[:12], _size(e.size_bytes),
              f"{e.compile_seconds:.1f} s" if e.compile_seconds is not None else "-", _age(now - e.last_used_at)]
@@ -57,8 +63,17 @@ def ls(json_mode: JsonOpt = False, plain: PlainOpt = False) -> None:
         print_plain(columns, rows)
     else:
         print_table(f"Compiled programs ({len(rows)}, {_size(listing.compiled_bytes)})", columns, rows)
+    steps = [[e.key[:12], e.step_type, e.checkpoint, e.made_in, e.output_sha256[:12], _size(e.size_bytes),
+              f"{e.step_seconds:.1f} s" if e.step_seconds is not None else "-", _age(now - e.created_at),
+              _age(now - e.last_used_at)] for e in listing.steps]
+    columns = ["Key", "Step", "Checkpoint", "Made in", "Output", "Size", "Step took", "Created", "Last used"]
+    if plain:
+        print_plain(columns, steps, section="steps")
+    else:
+        print_table(f"Steps ({len(steps)}, {_size(listing.steps_bytes)})", columns, steps)
     line(f"Estimates: {listing.estimates} ({_size(listing.estimates_bytes)}).  Cache folder: {listing.root}"
-         + (f" (compiled programs: {listing.compiled_folder})" if listing.compiled_folder.parent != listing.root else ""))
+         + (f" (compiled programs: {listing.compiled_folder})" if listing.compiled_folder.parent != listing.root else "")
+         + (f" (steps: {listing.steps_folder})" if listing.steps_folder.parent != listing.root else ""))
 
 
 @app.command("prune", epilog="Example: np cache prune --older-than 30d")
@@ -73,5 +88,6 @@ def prune(
     if json_mode:
         print_json(vars(result))
         return
-    line(f"Removed {result.removed_compiled} compiled program(s) and {result.removed_estimates} estimate(s), "
-         f"freeing {_size(result.freed_bytes)}; kept {result.kept_compiled} and {result.kept_estimates}.")
+    line(f"Removed {result.removed_compiled} compiled program(s), {result.removed_steps} step(s) and "
+         f"{result.removed_estimates} estimate(s), freeing {_size(result.freed_bytes)}; kept {result.kept_compiled}, "
+         f"{result.kept_steps} and {result.kept_estimates}.")

@@ -56,7 +56,8 @@ def register(app: typer.Typer) -> None:
         retry: Annotated[bool, typer.Option("--retry", help="Reuse finished steps whose inputs and config are "
                                             "unchanged.")] = False,
         profile_method: MethodOpt = None,
-        force: Annotated[bool, typer.Option("--force", help="Profile again instead of reusing an earlier estimate of "
+        force: Annotated[bool, typer.Option("--force", help="Compute every step again instead of taking it from the "
+                                            "step cache, and profile again instead of reusing an earlier estimate of "
                                             "the same compiled checkpoint.")] = False,
         json_mode: JsonOpt = False,
         check: CheckOpt = False,

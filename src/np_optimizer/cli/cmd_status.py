@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
             print_json(to_dict(state))
             return
         rows: list[list[Any]] = [[j.name, j.step_type, j.status, f"{j.duration_s:.1f} s" if j.duration_s else "-", j.lowering or "-",
-                 (j.errors[0].message if j.errors else j.lowering_reason or "")] for j in state.jobs]
+                 (j.errors[0].message if j.errors else f"reused from the {j.reused_from.where}" if j.reused_from
+                  else j.lowering_reason or "")] for j in state.jobs]
         print_table(f"Experiment: {state.experiment}  Status: {state.status}",
                     ["Job", "Type", "Status", "Duration", "Lowering", "Detail"], rows)
         if state.measurements:

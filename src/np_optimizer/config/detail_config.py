@@ -20,6 +20,8 @@ GLOBAL_OPTIONS: Section = {
     "evaluation": {
         "num_samples": Opt(8, "int", "Inputs used for SNR and max-abs-error against INPUT_MODEL.", minimum=1),
     },
+    "reuse_steps": Opt(True, "bool", "Take a step from the step cache when any experiment computed it with the same "
+                       "input, configuration and versions; false computes every step, as np run --force does."),
 }
 
 # Keys np once wrote or that the reference interface has, but that nothing here reads: refused, with what to do.

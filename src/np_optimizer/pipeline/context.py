@@ -36,6 +36,15 @@ class RunContext:
     reference_taps: Taps | None = None  # INPUT_MODEL's per-layer outputs on the evaluation inputs
     module_map: dict[str, str | None] = field(default_factory=dict)  # INPUT_MODEL's keys that the steps so far fused
     loaded_model: LoadedModel | None = None
+    calibration_digest: str | None = None  # the calibration data's content (step cache keys)
+    # loads example inputs, evaluation inputs and INPUT_MODEL's outputs when a step or a fidelity first needs them, so
+    # a run whose jobs all come from the step cache never imports torch
+    load_reference: Callable[[], None] | None = None
+
+    def need_reference(self) -> None:
+        loader, self.load_reference = self.load_reference, None
+        if loader is not None:
+            loader()
 
     def calibration(self, num_samples: int) -> InputSet:
         from np_optimizer.models.inputs import calibration_inputs

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from np_optimizer.models.source import ModelSpec, load_model
 from np_optimizer.pipeline.context import RunContext, StepOutcome
+from np_optimizer.pipeline.step_cache import folder_digest
 from np_optimizer.records import from_dict, to_dict
 
 if TYPE_CHECKING:
@@ -16,8 +17,14 @@ __all__ = ["extract_input_model", "input_model_hash_payload"]
 
 
 def input_model_hash_payload(run: RunContext) -> dict[str, Any]:
+    """What INPUT_MODEL depends on: the model (project.json's spec, and the stored source's content as it is now: a
+    copy edited in place is another model; its example inputs come from it, or from np's own catalogue), the seed and
+    the device."""
     spec = run.project.info["model"]
     payload = {"model": spec, "seed": run.config.detail.globals["seed"], "device": run.device.name}
+    stored = spec.get("package") or spec.get("file")
+    if stored and (run.project.root / stored).exists():
+        payload["stored"] = folder_digest(run.project.root / stored)
     if spec.get("kind") == "module":  # an installed module: the version installed now decides the model
         from np_optimizer.models.factory import installed_version
 

@@ -18,6 +18,8 @@ from np_optimizer.errors import ToolError
 from np_optimizer.layers.lineage import compose
 from np_optimizer.models.source import sha256_file
 from np_optimizer.pipeline.context import CheckpointRef, RunContext, StepOutcome
+from np_optimizer.pipeline.reuse import entry_record, reused_record, storable
+from np_optimizer.pipeline.step_cache import StepCache, place_files
 from np_optimizer.records import JobRecord, from_dict
 from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.compiled import CompiledCheckpoint, ProducedCheckpoint, ProgramStats
@@ -43,10 +45,13 @@ def config_hash(payload: dict[str, Any]) -> str:
 
 class JobRunner:
     def __init__(self, run: RunContext, store: ExperimentStore, *, retry: bool, log: logging.Logger,
-                 progress: Callable[[str], None], lowered: Collection[str] | None = None) -> None:
+                 progress: Callable[[str], None], lowered: Collection[str] | None = None,
+                 steps: StepCache | None = None, force: bool = False) -> None:
         self.run = run
         self.store = store
         self.retry = retry
+        self.steps = steps  # the step cache (None: not used); with `force` its entries are not read, only written
+        self.force = force
         self.log = log
         self.progress = progress
         self.lowered = lowered  # checkpoints lowered in the run (None: all); see plan.lowered_in_run
@@ -73,9 +78,10 @@ class JobRunner:
 
     def run_job(self, *, name: str, step_type: str, index: int, checkpoint: str, input_ref: CheckpointRef | None,
                 parameters: dict[str, Any], hash_: str,
-                produce: Callable[[Path], StepOutcome]) -> ProducedCheckpoint:
-        """One job: reuse it (--retry), or produce, save, verify, compile and check its checkpoint, recording each part.
-        What it produced (checkpoint, statistics, compiled program) is returned for the later phases to take as is.
+                produce: Callable[[Path], StepOutcome], reuse_key: str | None = None) -> ProducedCheckpoint:
+        """One job: reuse it (--retry), take it from the step cache (`reuse_key`), or produce, save, verify, compile
+        and check its checkpoint, recording each part (and storing it in the step cache). What it produced
+        (checkpoint, statistics, compiled program) is returned for the later phases to take as is.
 
         Long because: the job's record is built across its parts (timings, warnings, errors) in one place, so that
         every exit path writes the same job.json.
@@ -103,6 +109,10 @@ class JobRunner:
             profile=tuple(p for p in (earlier.profile if earlier else ()) if p.trigger == "POSTHOC"),
             evaluation=tuple(e for e in (earlier.evaluation if earlier else ()) if e.trigger == "POSTHOC"),
         )
+        if reuse_key is not None and self.steps is not None and not self.force:
+            cached = self._from_step_cache(self.steps, reuse_key, record, input_ref)
+            if cached is not None:
+                return cached
         self.store.write_job(record)
         timings: dict[str, float] = {}
 
@@ -134,22 +144,62 @@ class JobRunner:
             self.store.write_job(failed)
             raise
         self.programs = {name: outcome.program}  # the step's own copy: lowering may have changed the reloaded one
-        warnings = list(outcome.warnings)
-        if compiled is not None and compiled.record.status != CompileStatus.OK:
-            warnings.append(f"Lowering {compiled.record.status} for {compiled.record.device}: {compiled.record.reason}")
         from np_optimizer.layers.numerics import numerics_warnings
 
-        for text in numerics_warnings((fidelity or {}).get("layers") or {}):  # zeroed or weak activations
+        numerics = numerics_warnings((fidelity or {}).get("layers") or {})  # zeroed or weak activations
+        for text in numerics:
             self.log.warning(text)
-            warnings.append(text)
+        warnings = [*outcome.warnings, *_lowering_warning(compiled), *numerics]
         done = replace(record, status=JobStatus.SUCCESS, ended_at=utc_now(),
                        duration_s=round(time.perf_counter() - t0, 3), output=output,
                        changes=outcome.changes, parameters={**parameters, **outcome.parameters},
                        compile=compiled.record.summary() if compiled else NO_COMPILE,
                        fidelity=from_dict(Fidelity, fidelity), warnings=tuple(warnings), timings=timings)
         self.store.write_job(done)
+        if reuse_key is not None and self.steps is not None and storable(compiled, fidelity):
+            self.steps.put(reuse_key, artifacts, entry_record(done, outcome.parameters, fidelity,
+                                                              [*outcome.warnings, *numerics], self.store.experiment))
         if input_ref is not None:
             self.run.module_map = key_map
+        return ProducedCheckpoint(ref, stats, compiled)
+
+    def _from_step_cache(self, cache: StepCache, key: str, record: JobRecord,
+                         input_ref: CheckpointRef | None) -> ProducedCheckpoint | None:
+        """The job from the step cache's entry `key`: its files linked into the job's artifacts, its record parts,
+        then compiled as any job is (a copy from the compile cache). None when there is no intact entry."""
+        hit, warning = cache.get(key)
+        if warning:
+            self.log.warning(warning)
+        if hit is None:
+            return None
+        t0 = time.perf_counter()
+        job_dir = self.store.job_dir(record.name)
+        artifacts = job_dir / "artifacts"
+        try:
+            place_files(hit, artifacts)
+        except OSError as exc:  # pruned while linking: compute it instead
+            self.log.warning(f"The step cache entry {hit.folder} could not be used ({exc.strerror or exc}); "
+                             "running the step again.")
+            return None
+        done = reused_record(hit, record, job_dir, self.store.experiment)
+        assert done.output is not None and done.reused_from is not None
+        ref = CheckpointRef(record.checkpoint, record.name, artifacts / CHECKPOINT_FILE, done.output.sha256)
+        self.log.info(f"Reusing {record.name} from the {done.reused_from.where}: its input and configuration are "
+                      f"the same (saved {done.reused_from.saved_s or 0:.1f} s; np run --force computes it again)")
+        self.progress(f"{record.name}: reused from the step cache")
+        stats = ProgramStats.of_output(done.output, ref.sha256)
+        compiled: CompiledCheckpoint | None = None
+        timings = {"reuse_s": round(time.perf_counter() - t0, 3)}
+        if self.lowered is None or record.checkpoint in self.lowered:
+            start = time.perf_counter()
+            compiled = self._compile(ref, job_dir, None, stats)
+            timings["compile_s"] = round(time.perf_counter() - start, 3)
+        self.store.write_job(replace(done, ended_at=utc_now(), duration_s=round(time.perf_counter() - t0, 3),
+                                     compile=compiled.record.summary() if compiled else NO_COMPILE,
+                                     warnings=(*done.warnings, *_lowering_warning(compiled)), timings=timings))
+        if input_ref is not None:
+            self.run.module_map = compose(self.run.module_map, _module_map(done.changes))
+        self.programs = {}  # nothing in memory: the next step that runs loads the .pt2
         return ProducedCheckpoint(ref, stats, compiled)
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
@@ -205,6 +255,7 @@ class JobRunner:
         from np_optimizer.fidelity import compare_outputs
         from np_optimizer.layers.numerics import layer_snr, tap, write_numerics
 
+        self.run.need_reference()
         evaluation = self.run.evaluation
         if evaluation is None or not self.run.reference_outputs:
             return {}
@@ -247,3 +298,9 @@ def _module_map(changes: Mapping[str, JsonValue]) -> dict[str, str | None]:
     """A reused job's map of renamed modules (changes["module_map"]), as lineage.compose takes it."""
     found = changes.get("module_map")
     return {k: v if isinstance(v, str) else None for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _lowering_warning(compiled: CompiledCheckpoint | None) -> list[str]:
+    if compiled is None or compiled.record.status == CompileStatus.OK:
+        return []
+    return [f"Lowering {compiled.record.status} for {compiled.record.device}: {compiled.record.reason}"]

@@ -16,7 +16,7 @@ from np_optimizer.records.base import Record
 from np_optimizer.records.codec import PRESENT, JsonValue
 from np_optimizer.records.status import CacheStatus, CompileStatus
 
-__all__ = ["ErrorRecord", "CompileCacheUse", "CompileStop", "CompileSummary", "NO_COMPILE", "RoundCache",
+__all__ = ["ErrorRecord", "CompileCacheUse", "StepReuse", "CompileStop", "CompileSummary", "NO_COMPILE", "RoundCache",
            "JobInput", "JobOutput", "OutputComparison", "LowestLayer", "NumericsSummary", "Fidelity", "EvalDataset"]
 
 
@@ -67,6 +67,23 @@ class CompileCacheUse(Record):
     @classmethod
     def hit(cls, key: str, entry: str, saved_s: float | None, compiled_for: str) -> CompileCacheUse:
         return cls(CacheStatus.HIT, key, entry, saved_s, compiled_for)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class StepReuse(Record):
+    """Where a job taken from the step cache came from: the entry's key and folder, the job that computed it (project,
+    experiment, job) and the time computing it took there (step, save and fidelity)."""
+
+    key: str = ""
+    entry: str | None = None
+    project: str | None = None
+    experiment: str | None = None
+    job: str | None = None
+    saved_s: float | None = None
+
+    @property
+    def where(self) -> str:
+        return f"step cache {self.key[:12]} (made in {self.project}/{self.experiment}/{self.job})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)

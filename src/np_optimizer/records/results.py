@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from np_optimizer.records.base import Record
-from np_optimizer.records.codec import SCHEMA_VERSION, JsonValue
+from np_optimizer.records.codec import OMITTED_WHEN_NONE, SCHEMA_VERSION, JsonValue
 from np_optimizer.records.parts import (
     NO_COMPILE,
     CompileCacheUse,
@@ -21,6 +21,7 @@ from np_optimizer.records.parts import (
     JobInput,
     JobOutput,
     RoundCache,
+    StepReuse,
 )
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
@@ -142,6 +143,8 @@ class JobRecord(Record):
     timings: dict[str, float] = field(default_factory=dict)  # seconds per part: step, save, compile, fidelity
     schema_version: int = SCHEMA_VERSION
     evaluation: tuple[EvaluationResult, ...] = ()
+    # taken from the step cache (another experiment computed it); the key is written only then
+    reused_from: StepReuse | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -150,7 +150,9 @@ def build_experiment_report(index: ReportIndex) -> ExperimentReport:
                             post_hoc=_groups(index.post_hoc, current),
                             post_hoc_all=sorted(index.post_hoc, key=lambda r: r.started_at),
                             profiling_enabled=enabled, method=method, warnings=warnings,
-                            notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()],
+                            notices=[f"{', '.join(names)}: {text}" for text, names in notices.items()]
+                            + [f"{job.name}: reused from the {job.reused_from.where}" for job in
+                               index.job_records.values() if job.reused_from is not None],
                             evaluation=list(evaluation_groups(evaluation, current)),
                             evaluation_all=[*index.evaluation.results, *index.evaluation.post_hoc],
                             best=best.model if best else None)

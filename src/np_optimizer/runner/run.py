@@ -20,6 +20,7 @@ from np_optimizer.errors import NpError
 from np_optimizer.logs import get_logger, phase_banner
 from np_optimizer.pipeline.context import RunContext, StepContext, StepOutcome
 from np_optimizer.pipeline.jobs import JobRunner, config_hash
+from np_optimizer.pipeline.step_cache import StepCache, folder_digest, step_key
 from np_optimizer.plan import INPUT_JOB, job_name
 from np_optimizer.records import CheckpointRef, EvaluationResult, ProfileResult, RunSummary
 from np_optimizer.records.commands import RunJob
@@ -36,8 +37,9 @@ __all__ = ["run_experiment"]
 def _prepare(experiment: Experiment, device: Device, config: ExperimentConfig) -> RunContext:
     project = experiment.project
     calibration = project.info.get("calibration_dataset")
-    return RunContext(experiment=experiment, project=project, device=device, config=config,
-                      calibration_dir=project.root / calibration if calibration else None)
+    folder = project.root / calibration if calibration else None
+    return RunContext(experiment=experiment, project=project, device=device, config=config, calibration_dir=folder,
+                      calibration_digest=folder_digest(folder) if folder is not None and folder.exists() else None)
 
 
 def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
@@ -89,7 +91,8 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
     _set_aside_stale_jobs(experiment, {INPUT_JOB, *(s.job for s in plan.steps)}, log)
     store.start_run(project=project.name, device=device.name, runtime=device.runtime, backend=device.backend)
     try:  # whatever ends the run (a library's SystemExit, Ctrl+C), meta.json never stays "running"
-        jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered)
+        jobs = JobRunner(run, store, retry=retry, log=log, progress=progress, lowered=plan.lowered,
+                         steps=StepCache(), force=force or not config.detail.globals.get("reuse_steps", True))
         rounds: list[ProfileResult] = []
         produced: dict[str, ProducedCheckpoint] = {}
         error: ErrorRecord | None = None
@@ -100,18 +103,20 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             extractor.info(f"Target: {device.name} / {device.runtime} / {device.backend}")
             from np_optimizer.pipeline.extract import extract_input_model, input_model_hash_payload
 
+            input_hash = config_hash(input_model_hash_payload(run))
+            reference = step_key(input_hash, {})  # INPUT_MODEL's key: what every later job is measured against
             made = jobs.run_job(name=INPUT_JOB, step_type="input_model", index=0, checkpoint=INPUT_MODEL,
-                                input_ref=None, parameters={}, hash_=config_hash(input_model_hash_payload(run)),
+                                input_ref=None, parameters={}, hash_=input_hash, reuse_key=reference,
                                 produce=lambda artifacts: extract_input_model(run, artifacts))
             produced[INPUT_MODEL] = made
-            ref = made.checkpoint
+            ref = input_ref = made.checkpoint
             extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
-            _load_reference(run, jobs.program_of(ref), ref)
+            run.load_reference = lambda: _load_reference(run, jobs.program_of(input_ref), input_ref)
             for index, step in enumerate(config.run.steps, 1):
                 phase += 1
                 step_log = get_logger(step_spec(step.kind).logger)
                 phase_banner(step_log, phase, step.kind)
-                made = _run_step(run, jobs, step, index, ref, step_log, progress)
+                made = _run_step(run, jobs, step, index, ref, step_log, progress, reference)
                 produced[checkpoint_of_step(step.kind)] = made
                 ref = made.checkpoint
         except Exception as exc:  # a failed step still lets the finished checkpoints be profiled and the run end cleanly
@@ -161,7 +166,7 @@ def _set_aside_stale_jobs(experiment: Experiment, planned: set[str], log: loggin
 
 
 def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref: CheckpointRef,
-              log: logging.Logger, progress: Callable[[str], None]) -> ProducedCheckpoint:
+              log: logging.Logger, progress: Callable[[str], None], reference: str) -> ProducedCheckpoint:
     from dataclasses import asdict
 
     name = job_name(index, step.kind)
@@ -169,10 +174,21 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
     options = run.config.detail.step_options(step.kind)
     parameters = {k: v for k, v in asdict(step).items() if k != "kind"}
     payload = {"step": step.kind, "parameters": parameters, "options": options, "input": input_ref.sha256,
-               "globals": run.config.detail.globals, "device": [run.device.name, run.device.backend],
-               "calibration": run.project.info.get("calibration_dataset")}
+               "globals": {k: v for k, v in run.config.detail.globals.items() if k != "reuse_steps"},
+               "device": [run.device.name, run.device.backend],
+               "calibration": run.calibration_digest}
+    amp = options.get("amp")
+    if isinstance(amp, dict) and amp.get("target_top1_drop") is not None:  # GREEDY scores TOP1 on the project's
+        payload["evaluation_dataset"] = _evaluation_dataset(run)             # labelled dataset: it decides the output
+    # what the job's fidelity is measured against besides the payload: INPUT_MODEL (its key), the evaluation inputs
+    # (a dataset's: those after the calibration samples), the layers the steps before it fused, and whether its .pte
+    # is lowered (and run)
+    skip = calibration_samples(run.config.detail.steps) if run.calibration_dir is not None else None
+    context = {"reference": reference, "skip": skip,
+               "module_map": run.module_map, "lowered": jobs.lowered is None or checkpoint in jobs.lowered}
 
     def produce(artifacts: Path) -> Any:
+        run.need_reference()
         program = jobs.program_of(input_ref)
         ctx = StepContext(run=run, options=options, input=input_ref, program=program, artifacts_dir=artifacts,
                           log=log, progress=lambda text: progress(f"{name}: {text}"))
@@ -193,11 +209,22 @@ def _run_step(run: RunContext, jobs: JobRunner, step: Any, index: int, input_ref
             outcome.changes["module_map_error"] = f"{type(exc).__name__}: {exc}"
         return outcome
 
+    hash_ = config_hash(payload)
     made = jobs.run_job(name=name, step_type=step.kind, index=index, checkpoint=checkpoint, input_ref=input_ref,
-                        parameters=parameters, hash_=config_hash(payload), produce=produce)
+                        parameters=parameters, hash_=hash_, produce=produce, reuse_key=step_key(hash_, context))
     record = jobs.store.read_job(name)
     if record is not None and record.fidelity.program is not None:
         fid = record.fidelity.program
         snr = "identical" if fid.snr_identical else f"{fid.snr_db} dB"
         log.info(f"{checkpoint}: SNR vs INPUT_MODEL {snr}, max abs error {fid.max_abs_error:.3g}")
     return made
+
+
+def _evaluation_dataset(run: RunContext) -> dict[str, Any] | None:
+    """The project's labelled evaluation dataset (project.json's entry) and its content's digest, for a step whose
+    output depends on it."""
+    entry = run.project.info.get("evaluation_dataset")
+    if not isinstance(entry, dict):
+        return None
+    folder = run.project.root / str(entry.get("path", "data/evaluation"))
+    return {**entry, "digest": folder_digest(folder) if folder.exists() else None}

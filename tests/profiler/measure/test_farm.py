@@ -27,7 +27,7 @@ from tests.farm_fixture import Farm
 from tests.helpers import copy_workspace, make_project
 from tests.sshd_fixture import INSTALL_COMMAND, SshServer, free_port, sshd_available
 
-pytestmark = pytest.mark.farm
+pytestmark = [pytest.mark.farm, pytest.mark.own_steps]  # own_steps: a run killed mid-way needs steps that run
 
 DEVICE = "raspberry_pi_5"
 PLACES = ("rpi5-a", "rpi5-b")
