@@ -51,9 +51,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Head and one worker node, one CPU each, with a compile cache of their own (the trials compile there for real,
-    never reusing a program this process compiled)."""
-    node_cache = {"NP_COMPILE_CACHE_DIR": str(tmp_path_factory.mktemp("ray-node-compile-cache"))}
+    """Head and one worker node, one CPU each, with compile and step caches of their own (the trials run their steps
+    and compile there for real, never reusing what this process made)."""
+    node_cache = {"NP_COMPILE_CACHE_DIR": str(tmp_path_factory.mktemp("ray-node-compile-cache")),
+                  "NP_STEP_CACHE_DIR": str(tmp_path_factory.mktemp("ray-node-step-cache"))}
     started = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "env_vars": node_cache})
     started.add_node(num_cpus=1, env_vars=node_cache)
@@ -112,8 +113,9 @@ def test_trials_on_the_ray_cluster_give_the_local_pools_figures(cluster: Any, tm
 
 def test_a_node_killed_mid_trial_leaves_every_trial_recorded_once(cluster: Any, tmp_path: Path) -> None:
     project = _project(tmp_path / "ws", "cnn_sweep")
-    shutil.rmtree(cluster.np_env["NP_COMPILE_CACHE_DIR"])  # the trials compile again, so they last (the nodes'
-    Path(cluster.np_env["NP_COMPILE_CACHE_DIR"]).mkdir()  # cache is this module's own)
+    for cache in ("NP_COMPILE_CACHE_DIR", "NP_STEP_CACHE_DIR"):  # the trials run and compile again, so they last
+        shutil.rmtree(cluster.np_env[cache])  # (the nodes' caches are this module's own)
+        Path(cluster.np_env[cache]).mkdir()
     pool = RayPool(cluster.address, project, WORKER)
     worker = next(iter(cluster.worker_nodes))
     killed: list[float] = []
