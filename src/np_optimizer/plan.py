@@ -57,18 +57,14 @@ def evaluation_plan(config: ExperimentConfig, device: Device, dataset: dict[str,
 
 def lowered_in_run(config: ExperimentConfig, device: Device) -> tuple[str, ...]:
     """The checkpoints np run lowers for the device, in pipeline order: those listed under `profile:`, INPUT_MODEL
-    where the backend takes float programs (the baseline of every comparison: delegation, per-layer placement; its
-    lowering is shared by every experiment of the project through the compile cache; on an integer-only NPU a float
-    program delegates nothing, so it is lowered there only when listed), the final one (OUTPUT_MODEL: what
-    `np export` hands over), and those
+    (the baseline of every comparison: delegation, per-layer placement; its lowering is shared by every experiment
+    of the project through the compile cache), the final one (OUTPUT_MODEL: what `np export` hands over), and those
     listed under `evaluate:` when the device's programs run here (evaluated on the .pte). Lowering is most of a
     run's time; a step's checkpoint left out of `profile:` is skipped, as the spec says, and `np profile` lowers it
     on demand (through the compile cache)."""
     kinds = config.run.step_kinds
     wanted = {concrete for _listed, concrete in config.run.resolved_profile()} if config.run.profile else set()
-    wanted.add(resolve_checkpoint("OUTPUT_MODEL", kinds) or INPUT_MODEL)
-    if device.backend_spec.takes_float:
-        wanted.add(INPUT_MODEL)
+    wanted.update((INPUT_MODEL, resolve_checkpoint("OUTPUT_MODEL", kinds) or INPUT_MODEL))
     if device.backend_spec.runs_on_host:
         wanted.update(c for e in config.run.evaluate if (c := resolve_checkpoint(e.checkpoint, kinds)) is not None)
     order = (INPUT_MODEL, *(checkpoint_of_step(k) for k in kinds))

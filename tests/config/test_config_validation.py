@@ -128,22 +128,6 @@ def test_checkpoint_names_are_case_insensitive(tmp_path: Path) -> None:
     assert [c for _, c in config.run.resolved_profile()] == ["INPUT_MODEL", "GRAPH_OPTIMIZE", "GRAPH_QUANTIZE"]
 
 
-@pytest.mark.parametrize(("device", "lowered"), [
-    ("raspberry_pi_5", ["INPUT_MODEL", "GRAPH_QUANTIZE"]),  # XNNPACK delegates float: INPUT_MODEL is the baseline
-    ("alif_e8", ["GRAPH_QUANTIZE"]),  # an integer-only NPU: a float INPUT_MODEL delegates nothing, so it waits to be asked
-    ("corstone_300", ["GRAPH_QUANTIZE"]),
-])
-def test_np_run_lowers_an_unlisted_input_model_only_where_float_delegates(tmp_path: Path, device: str,
-                                                                           lowered: list[str]) -> None:
-    from np_optimizer.plan import lowered_in_run
-
-    config, issues = check(tmp_path, GO_GQ + "profile:\n- GRAPH_QUANTIZE\n", device=device)
-    assert config is not None and codes(issues) == []
-    assert list(lowered_in_run(config, get_device(device))) == lowered
-    listed, _ = check(tmp_path, PROFILE3, device=device)
-    assert listed is not None and lowered_in_run(listed, get_device(device))[0] == "INPUT_MODEL"
-
-
 def test_empty_profile_section_is_a_warning_only(tmp_path: Path) -> None:
     config, issues = check(tmp_path, GO_GQ + "profile:\n")
     assert config is not None and config.run.profile is None

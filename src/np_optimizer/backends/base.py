@@ -73,9 +73,6 @@ class Backend(Record):
     runs_on_host: bool  # its .pte runs on this machine's ExecuTorch runtime (fidelity of the .pte, on-device method)
     mlia_estimable: bool  # MLIA has a target for it (static estimates of latency and memory)
     advanced_quantize: bool  # advanced_quantize's Linear schemes lower on it
-    # its delegate takes float programs (XNNPACK); Ethos-U's TOSA profiles are integer-only, so a float program stays
-    # on the CPU and np run does not lower the float INPUT_MODEL unless profile: lists it (plan.lowered_in_run)
-    takes_float: bool = True
     tool_versions: tuple[str, ...] = ("executorch", "torch")  # packages whose versions decide the compiled bytes
     compile_options: CompileOptions = no_compile_options  # what besides the program decides the compiled bytes
     executorch_config: Callable[[], Any] | None = None  # the ExecutorchBackendConfig of to_executorch (None: default)

@@ -359,7 +359,6 @@ ETHOS_U = register_backend(Backend(
     describe=describe_ethos_u,
     executorch_config=ethos_u_executorch_config,
     runs_on_host=False,
-    takes_float=False,
     mlia_estimable=True,
     advanced_quantize=False,
     layer_costs=True,
