@@ -3,6 +3,7 @@ map. A real small CNN measured on this machine, and one unit test of the join on
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,8 @@ def _measure(model: Any, example: tuple[Any, ...], base: Path, options: dict[str
     return work, output
 
 
-def test_on_a_tiny_cnn_the_rows_add_up_to_the_measured_latency(tmp_path: Path) -> None:
+def test_on_a_tiny_cnn_the_rows_add_up_to_the_measured_latency(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """A LeNet-5 of about 30 us: XNNPACK reads most of its ops as 0 or 1 us. Every row (the layers, the delegate
     overhead, the framing, the time outside execute) together is within 15% of the round's untraced median latency,
     and each row names how its time was obtained. A round whose machine load changed between its timed and traced
@@ -185,6 +187,19 @@ def test_on_a_tiny_cnn_the_rows_add_up_to_the_measured_latency(tmp_path: Path) -
     convs = [e for e in document["layers"] if e["module"] in ("0", "3")]
     assert len(convs) == 2 and all(e["estimator"] == "mean+trunc" for e in convs)
     assert sum(e["cost"] for e in document["layers"]) == pytest.approx(document["cost"]["row_sum"])
+    # np report --layers: each row's estimator in a column, the codes shown explained below the table; --json keeps it
+    from np_optimizer.cli.views.layers import show_layers
+    from np_optimizer.records import LayersRecord
+
+    record = LayersRecord("exp", "INPUT_MODEL", "host", "on-device", "measured", document["cost"], None,
+                          tuple(document["layers"]), len(document["layers"]), "layers.json")
+    show_layers(record, "table")
+    table = capsys.readouterr().out
+    assert "Estimator" in table and "(outside execute)" in table and "call-execute" in table
+    assert "mean+trunc: mean over the typical runs" in " ".join(table.split())
+    show_layers(record, "json")
+    shown = json.loads(capsys.readouterr().out)
+    assert {e["key"]: e["estimator"] for e in shown["layers"]}[OUTSIDE_EXECUTE] == "call-execute"
 
 
 def _graph_op(key: str, handle: int, delegate: int | None, family: str = "convolution") -> dict[str, Any]:

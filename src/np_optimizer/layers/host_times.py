@@ -69,7 +69,7 @@ def _iqr(values: Sequence[float]) -> float:
     return ordered[(3 * len(ordered)) // 4] - ordered[len(ordered) // 4]
 
 
-_TYPICAL = "over the typical traced runs (the half whose call time is closest to its median)"
+_TYPICAL = "over the typical runs (the half of the traced calls nearest their median)"
 ESTIMATORS = {
     "mean": f"mean {_TYPICAL} of nanosecond events",
     "mean+trunc": f"mean {_TYPICAL} of XNNPACK's whole-us readings, each op plus its truncation share (up to 0.5 us "
@@ -319,8 +319,8 @@ def host_layers(traced: list[list[dict[str, Any]]], trace: dict[str, Any], graph
         "schema_version": LAYERS_SCHEMA, "result_kind": "measured",
         "cost": {"field": "time_ms", "unit": "ms", "total": _median(calls) / 1e6 if calls else None,
                  "execute_median": traced_median, "row_sum": row_sum, "typical_runs": len(band),
-                 "source": f"ETDump of {len(per_run)} traced runs after the timed ones ({tool} event tracer; "
-                           "XNNPACK times its ops in whole microseconds)"
+                 "source": f"the traced calls' median: ETDump of {len(per_run)} traced runs after the timed ones "
+                           f"({tool} event tracer; XNNPACK times its ops in whole microseconds)"
                            + ("" if outside else "; no time outside execute: the measuring script timed no calls"),
                  "estimators": {code: ESTIMATORS[code] for code in used if code in ESTIMATORS}},
         "traced_runs": len(per_run), "ratios": ratios,
