@@ -312,6 +312,11 @@ def host_layers(traced: list[list[dict[str, Any]]], trace: dict[str, Any], graph
         warnings.append(f"The rows inside execute add up to {100 * ratios['rows_vs_traced_execute']:.1f}% of the "
                         "traced runs' median execute time (more than 2% off): the runs varied; compare shares, or "
                         "trace more runs (num_layer_executions).")
+    off = ratios["rows_vs_untraced_median"]
+    if off is not None and abs(off - 1.0) > 0.15:
+        warnings.append(f"The rows add up to {100 * off:.0f}% of the untraced median latency (more than 15% off): the "
+                        "machine's load changed between the timed and the traced runs, or tracing costs that much on "
+                        "this model; compare shares, or profile again (np profile CHECKPOINT --force).")
     if not per_run:
         warnings.append("The ETDump held no complete traced run: no per-layer times.")
     used = sorted({str(e["estimator"]) for e in layers})

@@ -12,18 +12,24 @@ import gc
 import os
 import tempfile
 import time
-from typing import Any, Sequence
+from typing import Any, List, Sequence
 
 from .protocol import Json
 
 _MAX_ETDUMP_BYTES = 32 << 20  # a document is one JSON line; beyond this the pass says so instead
-WARMUP = 3  # loaded anew, the program packs weights and fills caches in its first calls: traced, the reader skips them
+# Loaded anew, the program runs slow for its first calls (weights packed, caches filled: a 25 us CNN took 200 us a
+# call for its first 2 ms): warm-up calls, traced (the reader skips them), at least 3 and 20 ms, at most 200 calls.
+WARMUP_CALLS, WARMUP_S, WARMUP_MAX = 3, 0.020, 200
+# A tiny model's traced calls are given at least 50 ms (up to ten times the runs asked): whole-us readings need many
+# runs for their mean, and a few runs can all fall in one slow moment of a busy machine.
+TRACED_S, TRACED_MAX_FACTOR = 0.050, 10
 
 
 def traced_pass(runtime_module: Any, path: str, method_name: str, inputs: Sequence[Any], runs: int,
                 seconds_left: float) -> Json:
-    """The "trace" section: {"runs", "warmup", "ms", "call_ns" (each call after the warm-up ones, as timed_runs
-    times it), "etdump_b64" (all calls, the warm-up ones first)} or {"runs": 0, "unavailable": reason}."""
+    """The "trace" section: {"runs" (`runs` or more: TRACED_S), "warmup", "ms", "call_ns" (each call after the
+    warm-up ones, as timed_runs times it), "etdump_b64" (all calls, the warm-up ones first)} or {"runs": 0,
+    "unavailable": reason}."""
     load_program = getattr(runtime_module, "_load_program", None)
     if load_program is None:
         return {"runs": 0, "unavailable": "this runtime has no _load_program"}
@@ -36,13 +42,18 @@ def traced_pass(runtime_module: Any, path: str, method_name: str, inputs: Sequen
     method = program.load_method(method_name)
     clock = time.perf_counter_ns
     start = time.perf_counter()
-    calls = []
+    calls: List[int] = []
     gc_was = gc.isenabled()
     gc.disable()  # as in the timed runs: no collector pause inside a call
     try:
-        for _ in range(WARMUP):
+        warm = 0
+        while warm < WARMUP_MAX and (warm < WARMUP_CALLS or time.perf_counter() - start < WARMUP_S) \
+                and time.perf_counter() - start < seconds_left:
             method(inputs)
-        for _ in range(runs):
+            warm += 1
+        traced_start = time.perf_counter()
+        while len(calls) < runs or (len(calls) < TRACED_MAX_FACTOR * runs
+                                    and time.perf_counter() - traced_start < TRACED_S):
             a = clock()
             method(inputs)
             calls.append(clock() - a)
@@ -70,5 +81,5 @@ def traced_pass(runtime_module: Any, path: str, method_name: str, inputs: Sequen
     if len(data) > _MAX_ETDUMP_BYTES:
         return {"runs": 0, "unavailable": "the ETDump is %d bytes, over the %d the document carries"
                 % (len(data), _MAX_ETDUMP_BYTES)}
-    return {"runs": done, "warmup": WARMUP, "ms": elapsed, "call_ns": calls,
+    return {"runs": done, "warmup": warm, "ms": elapsed, "call_ns": calls,
             "etdump_b64": base64.b64encode(data).decode("ascii")}
