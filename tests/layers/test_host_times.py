@@ -200,6 +200,10 @@ def test_on_a_tiny_cnn_the_rows_add_up_to_the_measured_latency(tmp_path: Path,
     show_layers(record, "json")
     shown = json.loads(capsys.readouterr().out)
     assert {e["key"]: e["estimator"] for e in shown["layers"]}[OUTSIDE_EXECUTE] == "call-execute"
+    from np_optimizer.report.html.layer_section import _table  # the HTML per-layer section's table
+
+    html = str(_table(record))
+    assert "<th scope=\"col\">Estimator</th>" in html and "<abbr title=\"mean over the typical runs" in html
 
 
 def _graph_op(key: str, handle: int, delegate: int | None, family: str = "convolution") -> dict[str, Any]:
