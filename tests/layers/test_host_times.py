@@ -3,13 +3,21 @@ map. A real small CNN measured on this machine, and one unit test of the join on
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from np_optimizer.layers.host_times import DELEGATE_OVERHEAD, RUNTIME_FRAMING, host_layers
+from np_optimizer.layers.host_times import (
+    DELEGATE_OVERHEAD,
+    OUTSIDE_EXECUTE,
+    RUNTIME_FRAMING,
+    estimate,
+    host_layers,
+    typical,
+)
 from np_optimizer.layers.reasons import cpu_summary, layer_reasons
 
 _Traced = tuple[dict[str, Any], Any, dict[str, str], dict[str, Any]]
@@ -121,13 +129,90 @@ def test_each_op_left_outside_xnnpack_has_its_reason(traced_round: _Traced) -> N
     assert "costliest: pool (AvgPool2d): ceil mode is not supported. To do: pool with ceil_mode=False" in left
 
 
+def _measure(model: Any, example: tuple[Any, ...], base: Path, options: dict[str, Any], rounds: int = 1) -> tuple[Path, Any]:
+    """`model` compiled for host and measured by the on-device method, again (up to `rounds`) while `options["again"]`
+    says so of the output: (the last round's folder, its output)."""
+    import logging
+
+    from np_optimizer.compile import compile_checkpoint
+    from np_optimizer.devices import get_device
+    from np_optimizer.graph.program_io import export_model, save_program
+    from np_optimizer.profiler.methods import get_method
+    from np_optimizer.profiler.request import ProfileRequest
+
+    again = options.pop("again", lambda _work, _output: False)
+    program = save_program(export_model(model, example), base / "cnn.pt2")
+    compiled = compile_checkpoint(program, get_device("host"), base / "compiled")
+    assert compiled.status == "ok", compiled.reason
+    for attempt in range(rounds):
+        work = base / f"round{attempt}"
+        request = ProfileRequest(checkpoint="INPUT_MODEL", job="00_input_model", program_path=program,
+                                 program_sha256="0" * 64, compiled=compiled, compiled_dir=base / "compiled",
+                                 device=get_device("host"), options={**options, "threads": 1, "timeout": 120},
+                                 work_dir=work, log=logging.getLogger("np.T"))
+        output = get_method("on-device").profile(request)
+        if not again(work, output):
+            break
+    return work, output
+
+
+def test_on_a_tiny_cnn_the_rows_add_up_to_the_measured_latency(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A LeNet-5 of about 30 us: XNNPACK reads most of its ops as 0 or 1 us. Every row (the layers, the delegate
+    overhead, the framing, the time outside execute) together is within 15% of the round's untraced median latency,
+    and each row names how its time was obtained. A round whose machine load changed between its timed and traced
+    runs is measured again, at most twice, as a user would."""
+    import torch
+    from torch import nn
+
+    from np_optimizer.layers.files import read_layers
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84),
+                          nn.ReLU(), nn.Linear(84, 10)).eval()
+    def off(work: Path, output: Any) -> bool:
+        return bool(abs(read_layers(work / output.artifacts["layers"])["ratios"]["rows_vs_untraced_median"] - 1) > 0.15)
+
+    work, output = _measure(model, (torch.randn(1, 1, 28, 28),), tmp_path,
+                            {"num_executions": 200, "num_layer_executions": 100, "again": off}, rounds=3)
+    document = read_layers(work / output.artifacts["layers"])
+    ratio = document["ratios"]["rows_vs_untraced_median"]
+    assert output.extras["latency_ms"]["median"] >= 0.010, output.extras["latency_ms"]
+    assert abs(ratio - 1.0) <= 0.15, document["ratios"]
+    by_key = {e["key"]: e for e in document["layers"]}
+    outside = by_key[OUTSIDE_EXECUTE]
+    assert outside["unowned"] and outside["estimator"] == "call-execute" and outside["time_ms"] > 0
+    assert all(e["estimator"] in document["cost"]["estimators"] for e in document["layers"]), document["layers"]
+    convs = [e for e in document["layers"] if e["module"] in ("0", "3")]
+    assert len(convs) == 2 and all(e["estimator"] == "mean+trunc" for e in convs)
+    assert sum(e["cost"] for e in document["layers"]) == pytest.approx(document["cost"]["row_sum"])
+    # np report --layers: each row's estimator in a column, the codes shown explained below the table; --json keeps it
+    from np_optimizer.cli.views.layers import show_layers
+    from np_optimizer.records import LayersRecord
+
+    record = LayersRecord("exp", "INPUT_MODEL", "host", "on-device", "measured", document["cost"], None,
+                          tuple(document["layers"]), len(document["layers"]), "layers.json")
+    show_layers(record, "table")
+    table = capsys.readouterr().out
+    assert "Estimator" in table and "(outside execute)" in table and "call-execute" in table
+    assert "mean+trunc: mean over the typical runs" in " ".join(table.split())
+    show_layers(record, "json")
+    shown = json.loads(capsys.readouterr().out)
+    assert {e["key"]: e["estimator"] for e in shown["layers"]}[OUTSIDE_EXECUTE] == "call-execute"
+    from np_optimizer.report.html.layer_section import _table  # the HTML per-layer section's table
+
+    html = str(_table(record))
+    assert "<th scope=\"col\">Estimator</th>" in html and "<abbr title=\"mean over the typical runs" in html
+
+
 def _graph_op(key: str, handle: int, delegate: int | None, family: str = "convolution") -> dict[str, Any]:
     return {"key": key, "module": key, "class": "Conv2d", "family": family, "op_family": family,
             "overhead": False, "delegated": delegate is not None, "delegate": delegate, "handle": handle, "macs": 10}
 
 
-def test_the_join_gives_inserted_ops_to_their_producer_and_keeps_unowned_time_apart() -> None:
-    """A delegate of a transpose (inserted), conv a and conv b, then a portable kernel; two runs."""
+def _join_case() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A delegate of a transpose (inserted), conv a and conv b, then a portable kernel: (trace map, graph)."""
     trace = {"instructions": [
         {"id": 0, "kind": "delegate", "delegate": 0, "backend": "XnnpackBackend", "handles": [1, 2], "ops": [
             {"type": "XNNStaticTranspose", "handle": 65535, "inputs": [0], "output": 1},
@@ -135,27 +220,69 @@ def test_the_join_gives_inserted_ops_to_their_producer_and_keeps_unowned_time_ap
             {"type": "XNNConv2d", "handle": 2, "inputs": [2], "output": 3},
             {"type": "XNNStaticTranspose", "handle": 65535, "inputs": [3], "output": 4}]},
         {"id": 1, "kind": "kernel", "op": "aten::sort.values", "handles": [3]}]}
-    graph = {"ops": [_graph_op("a", 1, 0), _graph_op("b", 2, 0), _graph_op("s", 3, None, "sort")]}
+    return trace, {"ops": [_graph_op("a", 1, 0), _graph_op("b", 2, 0), _graph_op("s", 3, None, "sort")]}
 
-    def run(scale: int) -> list[dict[str, Any]]:
-        def ev(name: str | None, instruction: int, op: str | None, us: int) -> dict[str, Any]:
-            return {"name": name, "instruction": instruction, "delegate_op": op, "ns": us * 1000 * scale}
-        return [ev(None, 0, "Transpose (ND, X32) #1", 1), ev(None, 0, "Convolution (NHWC) #1", 5),
-                ev(None, 0, "Convolution (NHWC) #2", 3), ev(None, 0, "Transpose (ND, X32) #2", 2),
-                ev("DELEGATE_CALL", 0, None, 12), ev("native_call_sort.out", 1, None, 19),
-                ev("OPERATOR_CALL", 1, None, 20), ev("Method::execute", 0, None, 33)]
 
-    document = host_layers([run(1), run(1)], trace, graph, untraced_median_ms=0.033, tool="ExecuTorch test")
+def _run(scale: int = 1, b_us: int = 3, call_us: int = 12) -> list[dict[str, Any]]:
+    """One traced run's events (us, times `scale`): XNNPACK's ops in whole microseconds, the rest in nanoseconds."""
+    def ev(name: str | None, instruction: int, op: str | None, us: int) -> dict[str, Any]:
+        return {"name": name, "instruction": instruction, "delegate_op": op, "ns": us * 1000 * scale}
+    return [ev(None, 0, "Transpose (ND, X32) #1", 1), ev(None, 0, "Convolution (NHWC) #1", 5),
+            ev(None, 0, "Convolution (NHWC) #2", b_us), ev(None, 0, "Transpose (ND, X32) #2", 2),
+            ev("DELEGATE_CALL", 0, None, call_us), ev("native_call_sort.out", 1, None, 19),
+            ev("OPERATOR_CALL", 1, None, 20), ev("Method::execute", 0, None, call_us + 21)]
+
+
+def test_the_join_gives_inserted_ops_to_their_producer_and_keeps_unowned_time_apart() -> None:
+    """Two equal runs. The delegate call (12 us) is 1 us more than its four whole-us readings: that microsecond is
+    the readings' truncation (a quarter each, under the half a microsecond an op may take); none is left over."""
+    trace, graph = _join_case()
+    document = host_layers([_run(), _run()], trace, graph, untraced_median_ms=0.040, tool="ExecuTorch test",
+                           calls_ns=[40_000, 40_000])
     by_key = {e["key"]: e for e in document["layers"]}
     # the first transpose reads the graph input: it goes to its consumer a; the last one to its producer b
-    assert by_key["a"]["time_ms"] == pytest.approx(0.006) and by_key["a"]["overhead_cost"] == pytest.approx(0.001)
-    assert by_key["b"]["time_ms"] == pytest.approx(0.005) and by_key["b"]["overhead_cost"] == pytest.approx(0.002)
+    assert by_key["a"]["time_ms"] == pytest.approx(0.0065) and by_key["a"]["overhead_cost"] == pytest.approx(0.00125)
+    assert by_key["b"]["time_ms"] == pytest.approx(0.0055) and by_key["b"]["overhead_cost"] == pytest.approx(0.00225)
     assert by_key["s"]["time_ms"] == pytest.approx(0.020) and by_key["s"]["placement"] == "CPU (portable)"
-    assert by_key[DELEGATE_OVERHEAD]["time_ms"] == pytest.approx(0.001) and by_key[DELEGATE_OVERHEAD]["unowned"]
+    assert by_key[DELEGATE_OVERHEAD]["time_ms"] == pytest.approx(0.0) and by_key[DELEGATE_OVERHEAD]["unowned"]
     assert by_key[RUNTIME_FRAMING]["time_ms"] == pytest.approx(0.001)
-    assert document["ratios"]["rows_vs_traced_execute"] == pytest.approx(1.0)
-    assert document["ratios"]["layers_vs_untraced_median"] == pytest.approx(31 / 33)
-    assert [e["key"] for e in document["layers"]][:3] == ["s", "a", "b"]
+    assert by_key[OUTSIDE_EXECUTE]["time_ms"] == pytest.approx(0.007) and by_key[OUTSIDE_EXECUTE]["unowned"]
+    assert {k: e["estimator"] for k, e in by_key.items()} == {
+        "a": "mean+trunc", "b": "mean+trunc", "s": "mean", DELEGATE_OVERHEAD: "remainder", RUNTIME_FRAMING: "mean",
+        OUTSIDE_EXECUTE: "call-execute"}
+    assert set(document["cost"]["estimators"]) == {"mean+trunc", "mean", "remainder", "call-execute"}
+    assert document["cost"]["total"] == pytest.approx(0.040) and document["cost"]["execute_median"] == pytest.approx(0.033)
+    ratios = document["ratios"]
+    assert ratios["rows_vs_traced_execute"] == pytest.approx(1.0) and ratios["rows_vs_untraced_median"] == pytest.approx(1.0)
+    assert ratios["layers_vs_untraced_median"] == pytest.approx(32 / 40)
+    assert [e["key"] for e in document["layers"]][:3] == ["s", OUTSIDE_EXECUTE, "a"]
+
+
+def test_sub_microsecond_ops_get_their_share_and_preempted_runs_are_left_out() -> None:
+    """Conv b takes 0.4 us: it reads 1 us in two runs of five, 0 in the rest; the whole-us mean over the typical runs
+    (the half of the calls closest to the median) resolves it where a median reads 0; a preempted run (ten times
+    slower) and one far faster are outside that half. Without timed calls, no outside-execute row (an older script)."""
+    trace, graph = _join_case()
+    runs = [_run(b_us=1), _run(b_us=0), _run(b_us=1), _run(b_us=0), _run(b_us=0), _run(scale=10),
+            [dict(e, ns=e["ns"] // 2) for e in _run()]]
+    document = host_layers(runs, trace, graph, untraced_median_ms=0.033, tool="ExecuTorch test")
+    by_key = {e["key"]: e for e in document["layers"]}
+    assert document["cost"]["typical_runs"] == 4 and document["traced_runs"] == 7
+    # the typical runs: four of the five normal ones (ties: the earliest). Each op has its half microsecond (the call
+    # leaves 3 or 4 us of the readings); b's layer is its reading, the last transpose's 2 us, and the two halves
+    assert by_key["b"]["time_ms"] == pytest.approx(((1 + 0 + 1 + 0) / 4 + 2 + 2 * 0.5) / 1000)
+    assert by_key[DELEGATE_OVERHEAD]["time_ms"] == pytest.approx((3 + 4 + 3 + 4) / 4 / 1000 - 0.002)
+    assert OUTSIDE_EXECUTE not in by_key and document["ratios"]["rows_vs_untraced_median"] is None
+    assert "timed no calls" in document["cost"]["source"]
+    assert sum(e["time_ms"] for e in document["layers"]) == pytest.approx(document["cost"]["row_sum"])
+
+
+def test_the_estimate_and_the_typical_runs() -> None:
+    """The pure arithmetic: the band is the half of the runs closest to the median; a row's time is its mean there."""
+    assert typical([10.0, 11.0, 12.0, 14.0, 100.0, 1.0]) == [0, 1, 2]
+    assert typical([5.0, 500.0]) == [0, 1]
+    assert estimate([0.0, 0.001, 0.0, 0.001, 0.5], [0, 1, 2, 3], True) == (pytest.approx(0.0005), "mean+trunc")
+    assert estimate([0.002, 0.004], [0, 1], False) == (pytest.approx(0.003), "mean")
 
 
 def test_no_traced_runs_is_said_not_faked(tmp_path: Path) -> None:

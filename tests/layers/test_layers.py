@@ -158,6 +158,26 @@ def test_cpu_fallback_layer_and_partial_totals_are_marked(npu_layers: Path, run_
 
 
 @pytest.mark.np_run
+def test_a_sweep_trial_of_a_partial_estimate_says_what_left_the_npu_and_what_to_do(npu_layers: Path) -> None:
+    """What a sweep's trial reports of this experiment (its last checkpoint, GRAPH_QUANTIZE): the latency covers the
+    NPU part only, and one caveat names the op left on the CPU, the Arm partitioner's reason and reasons.py's advice;
+    the front marks the trial with it (tests/report/test_front.py)."""
+    from np_optimizer.layers.reasons import advice
+    from np_optimizer.records.front import LEFT_CAVEAT, PARTIAL_CAVEAT
+    from np_optimizer.sweep.values import trial_values
+    from np_optimizer.workspace import Experiment
+
+    got = trial_values(Experiment(npu_layers), ["LATENCY", "SNR"])
+    assert got.checkpoint == "GRAPH_QUANTIZE"
+    assert any(c.startswith(f"latency {PARTIAL_CAVEAT}") for c in got.caveats), got.caveats
+    assert not any(c.startswith("snr") for c in got.caveats)
+    left = next(c for c in got.caveats if c.startswith(LEFT_CAVEAT))
+    reason = "Not included in BaseTOSASupportList or a registered tosa_support_check"
+    assert "1 op left the NPU" in left and f"(model).sort (aten.sort): {reason}" in left, left
+    assert left.endswith(f"To do: {advice(reason, 'the NPU')}."), left
+
+
+@pytest.mark.np_run
 def test_report_layers_and_compare_read_stored_files_without_torch(npu_layers: Path) -> None:
     code = ("import json, sys, time; from np_optimizer.cli.main import main; t = time.perf_counter(); "
             "a = main(['report', '--layers', '--json']); b = main(['compare', 'INPUT_MODEL', 'GRAPH_QUANTIZE', "

@@ -123,6 +123,29 @@ def test_one_trial_shows_every_param_and_an_identical_snr() -> None:
     assert table.rows[0] == ["0", "experiment_02", "W8-A8", "true", "32", "identical", FRONT_MARK, "complete"]
 
 
+def test_a_partial_estimate_is_marked_on_the_front_with_the_rewrite_that_fixes_it() -> None:
+    """A trial whose checkpoint left a layer on the CPU of an Ethos-U: its latency is of the NPU part only (the cell
+    carries the mark, explained below), and its line names the layer, the reason and what to change."""
+    from dataclasses import replace
+
+    from np_optimizer.layers.coverage import PARTIAL_MARK
+
+    left = ("partial estimate: 1 op left the NPU (none of the MACs np counts, not estimated); costliest: pool "
+            "(AvgPool2d): Avgpool2d with padding needs kernel dims < 8, got [19, 5]. To do: write the pooling as a "
+            "mean over the pooled dimensions")
+    partial = replace(_trial(1, 8.0, 32.0, go=False), caveats=(
+        "latency covers the NPU part only: layers left on the CPU are not estimated (np report --layers in its "
+        "experiment)", left))
+    view = front_view(_record(_trial(0, 10.0, 30.0), partial))
+    point = view.point(1)
+    assert point is not None and point.partial("LATENCY") and not point.partial("SNR")
+    table = front_table(view)
+    assert table.rows[1][3:5] == [f"8.00 {PARTIAL_MARK}", "32.00"] and table.rows[0][3] == "10.00"
+    assert f"Trial 1 (experiment_03): {left}" in table.footnotes
+    assert table.footnotes[-1].startswith(f"{PARTIAL_MARK}: a partial estimate, of the NPU part only")
+    assert not any(PARTIAL_MARK in f for f in front_table(front_view(_record(_trial(0, 10.0, 30.0)))).footnotes)
+
+
 # -- np report at the project level, with the real writer and reader ------------------------------------------------
 
 @pytest.fixture

@@ -104,3 +104,16 @@ def test_one_objective_is_drawn_against_the_trial_number() -> None:
     svg, caption = front_scatter(front_view(SweepRecord("sweep.yaml", "grid", (SNR,), (), (*trials, identical))), {})
     assert svg is not None and 'data-pareto="true"' not in svg and '<line class="front"' not in svg
     assert "Not drawn (no value to place): trial 2 (experiment_03)" in caption
+
+
+def test_a_partial_estimate_is_marked_on_its_point() -> None:
+    """A trial whose latency covers the NPU part only: its point says so (data-partial, the mark in its tooltip) and
+    the tooltip names what left the NPU and the rewrite that fixes it."""
+    from dataclasses import replace
+
+    left = "partial estimate: 1 op left the NPU; costliest: pool (AvgPool2d): kernel too large. To do: use a mean"
+    partial = replace(_trial(1, "experiment_02", 8.0, 32.0),
+                      caveats=("latency covers the NPU part only: layers left on the CPU are not estimated", left))
+    svg, _caption = front_scatter(front_view(_record(_trial(0, "experiment_01", 10.0, 30.0), partial)), {})
+    assert svg is not None and svg.count('data-partial="true"') == 1 and svg.count('data-partial="false"') == 1
+    assert "latency 8.00 ms (NPU part)" in svg and "To do: use a mean" in svg

@@ -37,7 +37,8 @@ PROFILE_OPTIONS: Section = {
                    minimum=0, exclusive_minimum=True),
     "warmup": Opt(3, "int", "Untimed runs before the timed ones.", minimum=0),
     "num_layer_executions": Opt(10, "int", "Runs with ExecuTorch's event tracer on, after the timed runs, for "
-                                "per-layer times (a measured method on a runtime with the tracer); 0 turns them off.",
+                                "per-layer times (a measured method on a runtime with the tracer; a fast model gets "
+                                "more, up to ten times as many, to last 50 ms); 0 turns them off.",
                                 minimum=0),
     "time_limit": Opt(600, "number", "Seconds one lowering of this checkpoint for an Ethos-U device (TOSA lowering, "
                       "then Vela) or one MLIA estimate of it may run; np then stops it, records that job's lowering or "

@@ -13,7 +13,12 @@ from np_optimizer.records.base import Record
 from np_optimizer.records.codec import JsonValue
 from np_optimizer.records.status import TrialState
 
-__all__ = ["SweepObjective", "SweepConstraint", "FrontPoint", "FrontView"]
+__all__ = ["SweepObjective", "SweepConstraint", "FrontPoint", "FrontView", "PARTIAL_CAVEAT", "LEFT_CAVEAT"]
+
+# A trial's caveat "<metric> covers the NPU part only: ..." (sweep/values.py) marks that value partial on the front;
+# its "partial estimate: ..." caveat says which layers left the NPU and the rewrite that brings them back.
+PARTIAL_CAVEAT = "covers the NPU part only"
+LEFT_CAVEAT = "partial estimate"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -56,6 +61,10 @@ class FrontPoint(Record):
     kept_float: tuple[str, ...] = ()
     note: str | None = None
     caveats: tuple[str, ...] = ()
+
+    def partial(self, metric: str) -> bool:
+        """Whether this trial's value of `metric` covers the NPU part of the model only (its caveats say so)."""
+        return any(c.startswith(f"{metric.lower()} {PARTIAL_CAVEAT}") for c in self.caveats)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from np_optimizer.formats import fmt_metric
+from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.metrics import SHOWN
 from np_optimizer.records.report import Table
 from np_optimizer.records.sweep import (
@@ -210,7 +211,8 @@ def front_table(view: FrontView) -> Table:
     rows, plain = [], []
     for p in view.trials:
         row = [str(p.number), p.experiment, *(param_text(p.params.get(k)) for k in view.varying),
-               *(objective_text(o, p.values.get(o.name)) for o in view.objectives)]
+               *(objective_text(o, p.values.get(o.name)) + (f" {PARTIAL_MARK}" if p.partial(o.metric) else "")
+                 for o in view.objectives)]
         values: list[Any] = [p.number, p.experiment, *(param_text(p.params.get(k)) for k in view.varying),
                              *("" if p.values.get(o.name) is None else p.values[o.name] for o in view.objectives)]
         if kept:
@@ -226,5 +228,8 @@ def front_table(view: FrontView) -> Table:
         rows.append(row)
         plain.append(values)
     footnotes = [best_line(view), *trial_lines(view)]
+    if any(p.partial(o.metric) for p in view.trials for o in view.objectives):
+        footnotes.append(f"{PARTIAL_MARK}: a partial estimate, of the NPU part only (layers left on the CPU are not "
+                         "estimated); the trial's line above names them and the rewrite that brings them back")
     return Table("Sweep: trials and the Pareto front", columns, rows, plain_columns, plain, _caption(view), footnotes,
                  section="sweep")

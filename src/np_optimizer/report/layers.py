@@ -23,7 +23,7 @@ from np_optimizer.report.model import PipelineRow, build_experiment_report
 from np_optimizer.workspace.layout import Experiment
 from np_optimizer.workspace.store import ExperimentStore
 
-__all__ = ["layers_record", "checkpoint_layers", "compare_record"]
+__all__ = ["layers_record", "checkpoint_layers", "compare_record", "left_summary"]
 
 
 def _rows(exp: Experiment) -> list[PipelineRow]:
@@ -194,6 +194,16 @@ def _graph_path(exp: Experiment, row: PipelineRow) -> Path | None:
         path = next((p / "artifacts" / f"compiled_{device}" / GRAPH_FILE for p in sorted(exp.root.iterdir())
                      if p.is_dir() and p.name.endswith("_" + row.checkpoint.lower())), None)
     return path
+
+
+def left_summary(exp: Experiment, row: PipelineRow) -> str | None:
+    """cpu_summary of a checkpoint: how many ops left the accelerator, the costliest with its reason, and what to do
+    (layers/reasons.py); None when none left it or its compile recorded no reasons."""
+    try:
+        doc: dict[str, Any] | None = _document(exp, row)
+    except NpError:
+        doc = None  # no per-layer costs: the summary gives the MAC share instead
+    return cpu_summary(read_graph(_graph_path(exp, row)), doc)
 
 
 def _placement(exp: Experiment, row: PipelineRow) -> dict[str, str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from np_optimizer.metrics import UNITS, MetricType
+from np_optimizer.records.front import LEFT_CAVEAT, PARTIAL_CAVEAT
 from np_optimizer.records.results import ProfileResult
 from np_optimizer.records.status import RoundStatus
 from np_optimizer.records.sweep import TrialFigure
@@ -67,8 +68,14 @@ def trial_values(exp: Experiment, metrics: Iterable[str], measure_on: str | None
     for metric in values:
         coverage = (row.metrics[metric].coverage if metric in row.metrics else None)
         if values[metric] is not None and metric not in measured and coverage:  # a total of the NPU part only
-            caveats.append(f"{metric.lower()} covers the NPU part only: layers left on the CPU are not estimated "
+            caveats.append(f"{metric.lower()} {PARTIAL_CAVEAT}: layers left on the CPU are not estimated "
                            "(np report --layers in its experiment)")
+    if caveats:  # which layers left the NPU, why, and the rewrite that brings them back (layers/reasons.py's advice)
+        from np_optimizer.report.layers import left_summary
+
+        left = left_summary(exp, row)
+        if left:
+            caveats.append(f"{LEFT_CAVEAT}: {left}")
     figures = tuple(TrialFigure(metric, value, _unit(metric), whys.get(metric)) for metric, value in values.items())
     return TrialValues(row.checkpoint, figures, tuple(notes), tuple(caveats))
 

@@ -19,7 +19,7 @@ __all__ = ["show_layers", "show_compare"]
 
 _LAYER_PLAIN = ["key", "module", "class", "family", "placement", "cost", "cost_unit", "spread", "share_pct",
                 "overhead_cost", "macs", "util_mac_pct", "sram_access_cycles", "dram_access_cycles", "staging_bytes",
-                "snr_db", "raw_ids", "reason"]
+                "snr_db", "raw_ids", "reason", "estimator"]
 
 
 def _placement(entry: dict[str, Any]) -> str:
@@ -42,7 +42,8 @@ def show_layers(record: LayersRecord, mode: str) -> None:
                  e.get("util_mac_pct"),
                  e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
                  "identical" if e.get("snr_identical") else e.get("snr_db"),
-                 " ".join(str(i) for i in as_list(e.get("raw_ids"))), e.get("reason")] for e in record.layers]
+                 " ".join(str(i) for i in as_list(e.get("raw_ids"))), e.get("reason"), e.get("estimator")]
+                for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), cost_text(e.get("cost"), unit),
@@ -62,12 +63,17 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     if unit == "MACs":  # ranked by MACs already: the tool's MACs and utilisation columns would stay empty
         columns = columns[:6] + columns[8:]
         cells = [row[:6] + row[8:] for row in cells]
-    elif unit == "ms":  # measured: each time's spread beside it; no MAC utilisation on a CPU
-        columns = columns[:4] + ["IQR (ms)"] + columns[4:7] + columns[8:]
-        cells = [row[:4] + [cost_text(e.get("spread_ms"))] + row[4:7] + row[8:] for row, e in zip(cells, record.layers)]
+    elif unit == "ms":  # measured: each time's spread and estimator beside it; no MAC utilisation on a CPU
+        columns = columns[:4] + ["IQR (ms)", "Estimator"] + columns[4:7] + columns[8:]
+        cells = [row[:4] + [cost_text(e.get("spread_ms")), str(e.get("estimator") or "median")] + row[4:7] + row[8:]
+                 for row, e in zip(cells, record.layers)]
     print_table(title, columns, cells, caption=caption)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
+    estimators = as_object(record.cost.get("estimators")) if record.cost.get("estimators") else {}
+    for code in sorted({str(e.get("estimator")) for e in record.layers if e.get("estimator")}):
+        if code in estimators:
+            line("  ", (f"{code}: {estimators[code]}", "dim"))
     snr = record.snr or {}
     if snr.get("reference"):
         line("  ", ("SNR: INPUT_MODEL is the reference of every checkpoint's per-layer SNR", "dim"))

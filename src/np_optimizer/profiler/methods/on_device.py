@@ -300,10 +300,11 @@ def _layer_times(request: ProfileRequest, doc: dict[str, Any], options: MeasureO
         from np_optimizer.layers.etdump import runs
         from np_optimizer.layers.host_times import host_layers
 
-        document = host_layers(runs(data), read_json(request.compiled_dir / TRACE_MAP),
+        warmup = int(trace.get("warmup") or 0)  # the traced pass's warm-up calls, first in the ETDump
+        document = host_layers(runs(data)[warmup:], read_json(request.compiled_dir / TRACE_MAP),
                                read_json(request.compiled_dir / GRAPH_FILE),
                                untraced_median_ms=(doc.get("quick") or {}).get("median_ms"),
-                               tool=f"ExecuTorch {version}")
+                               tool=f"ExecuTorch {version}", calls_ns=trace.get("call_ns"))
     except (OSError, ValueError, KeyError, RuntimeError, CorruptFileError) as exc:
         text = f"No per-layer times: the trace could not be joined to the layers ({type(exc).__name__}: {exc})."
         warnings.append(text)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
+from np_optimizer.layers.coverage import PARTIAL_MARK
+from np_optimizer.records.front import LEFT_CAVEAT
 from np_optimizer.records.sweep import COMPLETE, FrontPoint, FrontView, SweepObjective
 from np_optimizer.report.front import (
     dominates,
@@ -196,14 +198,16 @@ def _front_line(placed: list[tuple[FrontPoint, float, float]], x_obj: SweepObjec
 
 def _point(p: FrontPoint, cx: float, cy: float, anchors: Mapping[str, str], x_obj: SweepObjective | None,
            y_obj: SweepObjective) -> str:
-    shown = [f"{o.name} {objective_text(o, p.values.get(o.name))} {objective_unit(o)}" for o in
-             ([x_obj] if x_obj else []) + [y_obj]]
+    shown = [f"{o.name} {objective_text(o, p.values.get(o.name))} {objective_unit(o)}"
+             + (f" {PARTIAL_MARK}" if p.partial(o.metric) else "") for o in ([x_obj] if x_obj else []) + [y_obj]]
+    left = next((c for c in p.caveats if c.startswith(LEFT_CAVEAT)), None)  # the layers left and the rewrite
     params = ", ".join(f"{k}={param_text(v)}" for k, v in p.params.items())
     status = "on the Pareto front" if p.pareto else ("breaks " + "; ".join(p.violations) if not p.feasible else
                                                      "meets the constraints, dominated")
-    tip = f"trial {p.number} ({p.experiment}): {', '.join(shown)}; {status}; {params}"
+    tip = f"trial {p.number} ({p.experiment}): {', '.join(shown)}; {status}; {params}" + (f"; {left}" if left else "")
     attrs = (f'data-trial="{p.number}" data-experiment="{escape(p.experiment)}" data-pareto="{str(p.pareto).lower()}" '
-             f'data-feasible="{str(p.feasible).lower()}" data-violations="{escape("; ".join(p.violations))}"')
+             f'data-feasible="{str(p.feasible).lower()}" data-violations="{escape("; ".join(p.violations))}"'
+             f' data-partial="{str(left is not None).lower()}"')
     body = f'{_mark(p, cx, cy)}<title>{escape(tip)}</title><text class="val" x="{cx + 9:.1f}" y="{cy - 6:.1f}">' \
            f'#{p.number}</text>'
     anchor = anchors.get(p.experiment)

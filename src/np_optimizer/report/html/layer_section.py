@@ -25,15 +25,19 @@ def _placement(entry: Mapping[str, object]) -> str:
 def _table(record: LayersRecord) -> Markup:
     unit = str(record.cost.get("unit") or "")
     measured = unit == "ms"
-    head = ["Layer (module path)", "Class", "Placement", COST_HEADER.get(unit, unit)] + (["IQR (ms)"] if measured else []) \
-        + ["Share", "MACs", "SNR (dB)", "Tool ops"]
+    head = ["Layer (module path)", "Class", "Placement", COST_HEADER.get(unit, unit)] \
+        + (["IQR (ms)", "Estimator"] if measured else []) + ["Share", "MACs", "SNR (dB)", "Tool ops"]
+    about = record.cost.get("estimators")
+    estimators = about if isinstance(about, dict) else {}
     rows = []
     for e in record.layers:
         macs = layer_macs(e)
         cells: list[tuple[str, bool]] = [(str(e.get("key")), False), (str(e.get("class") or "-"), False),
                                          (_placement(e), False), (cost_text(e.get("cost"), unit), True)]
-        if measured:
-            cells.append((cost_text(e.get("spread_ms")), True))
+        if measured:  # how the time was obtained; its code explained on hover (cost.estimators)
+            code = str(e.get("estimator") or "median")
+            cells += [(cost_text(e.get("spread_ms")), True),
+                      (Markup('<abbr title="{}">{}</abbr>').format(estimators.get(code, code), code), False)]
         cells += [("-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", True),
                   ("-" if macs is None else humanize_count(macs), True), (snr_text(e, record.snr), True),
                   (raw_ids_text(e, 3), False)]
@@ -61,4 +65,5 @@ def per_layer(ctx: SectionContext) -> Markup | None:
     return Markup("").join(_table(record) for record in ctx.page.layers) + Markup(
         '<p class="caption">{}</p>').format(escape(
             "Each layer's cost with what a delegate or the compiler inserted for it (transposes, re-quantization) "
-            "attributed to it; rows no layer owns (delegate overhead, runtime framing) are listed as such."))
+            "attributed to it; rows no layer owns (delegate overhead, runtime framing, time outside execute) are listed "
+            "as such."))
