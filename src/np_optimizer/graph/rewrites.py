@@ -1,0 +1,253 @@
+"""Target rewrites: graph_optimize passes that replace a pattern the run's target refuses with an equivalent it takes,
+so that a layer the partitioner would leave on the CPU lowers into the delegate.
+
+A rewrite has the form `rewrite(ep, target) -> PassResult` (graph/passes.py's contract: the input never mutated, an
+unchanged program returned as itself) and applies only where the target would refuse the pattern: a backend lists the
+rewrites for its partitioner (Backend.rewrites), and each one mirrors that partitioner's own support check
+(ExecuTorch's backends/arm/operator_support, backends/xnnpack/partition/config) down to the target profile, so a
+pattern the target takes is left as it is. The graph_optimize step runs them after the generic passes and checks
+their outputs with the same tolerance. Each entry also names the partitioner reasons it answers (`fixes`, a regular
+expression), so that the reason line of a run without graph_optimize can name the rewrite that would fix a layer.
+
+Why a registry of their own (registry.Registry, "graph rewrite"), not entries of passes.PASSES: they are another
+extension point, chosen by the target and given it, and the reason line looks them up by the reasons they fix.
+torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+from np_optimizer.graph.edit import ProgramEdit, aten_op, erase_if_dead, meta_val, node_arg, refresh_meta
+from np_optimizer.graph.passes import PassResult
+from np_optimizer.registry import Registry
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+    from torch.fx import Node
+
+__all__ = ["Target", "Rewrite", "REWRITES", "rewrites_of", "rewrite_for", "touched_layers", "avg_pool_as_mean", "mean_keepdim"]
+
+
+class Target(NamedTuple):
+    """What a rewrite needs of the run's device besides its backend (which chooses the rewrites: Backend.rewrites):
+    the NPU's target profile ("ethos-u55-128", "ethos-u85-256"), None for a CPU."""
+
+    npu: str | None = None
+
+    @property
+    def is_u55(self) -> bool:
+        return (self.npu or "").startswith("ethos-u55")
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A registered rewrite: its name (job.json's `changes.passes[].pass`), the function, the partitioner reasons it
+    answers (a regular expression) and the layers it can change, in words (the reason line's advice says it)."""
+
+    name: str
+    run: Callable[[ExportedProgram, Target], PassResult]
+    fixes: str
+    scope: str
+
+
+REWRITES: Registry[Rewrite] = Registry("graph rewrite")
+
+
+def _register(rewrite: Rewrite) -> Rewrite:
+    return REWRITES.register(rewrite.name, rewrite)
+
+
+def rewrites_of(names: tuple[str, ...]) -> list[Rewrite]:
+    """The registered rewrites a backend lists (Backend.rewrites), in registration order."""
+    return [r for r in REWRITES.entries() if r.name in names]
+
+
+def rewrite_for(reason: str) -> Rewrite | None:
+    """The rewrite that answers a partitioner's reason, if one does."""
+    return next((r for r in REWRITES.entries() if re.search(r.fixes, reason)), None)
+
+
+def touched_layers(nodes: list[Node]) -> list[str]:
+    """The module paths (nn_module_stack's innermost entry) of the nodes a rewrite replaced, in order, once each."""
+    out: list[str] = []
+    for node in nodes:
+        stack = node.meta.get("nn_module_stack") or {}
+        path = str(list(stack.values())[-1][0]) if stack else ""
+        # an op of the model's own forward: named as the per-layer views name it (records/layers.py's LayerKey)
+        path = path or f"(model).{getattr(node.target, '_opname', node.name)}"
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def _replacement_meta(node: Node, new: Node) -> None:
+    """The replaced node's provenance (module stack, source, stack trace) on a node that replaces it, so the layer
+    keeps its module path in the per-layer views; meta['val'] comes from refresh_meta."""
+    for key in ("nn_module_stack", "source_fn_stack", "stack_trace", "from_node", "torch_fn"):
+        if key in node.meta:
+            new.meta[key] = node.meta[key]
+
+
+# avg_pool_as_mean
+
+
+def _pair(value: Any, default: Any) -> tuple[int, int]:
+    value = default if value in (None, [], ()) else value
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    return (int(items[0]), int(items[-1]))
+
+
+def _u55_post_pad(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool) -> int:
+    """The TOSA post-padding the Arm lowering gives a pool (operators/operator_validation_utils.py's
+    adjust_pooling_pad_if_needed): not 0 when the kernel does not tile the map."""
+    numerator = size - kernel + 2 * pad
+    if ceil_mode:
+        out = (numerator + stride - 1) // stride + 1
+        out -= 1 if (out - 1) * stride >= size + pad else 0
+    else:
+        out = numerator // stride + 1
+    return (out - 1) * stride - size + kernel - pad
+
+
+def _u55_refuses_pool(shape: list[int], kernel: tuple[int, int], stride: tuple[int, int],
+                      padding: tuple[int, int], ceil_mode: bool) -> bool:
+    """The kernel and stride limits of the Arm backend's U55 check (operator_support/pool_2d_support.py,
+    AvgPool2dSupported): a kernel dim over 8 with any padding, kernel_y over 256 or kernel_x*kernel_y over 65536, a
+    stride over 3. (Its N == 1 limit is no kernel matter: a mean does not lift it, so it is not counted.)"""
+    posts = [_u55_post_pad(shape[-2 + i], kernel[i], stride[i], padding[i], ceil_mode) for i in range(2)]
+    padded = any(padding) or any(posts)
+    if any(k > 8 for k in kernel) and padded:
+        return True
+    if not (1 <= kernel[0] * kernel[1] <= 65536 and 1 <= kernel[1] <= 256):
+        return True
+    return not all(1 <= s <= 3 for s in stride)
+
+
+def _pool_window(node: Node) -> tuple[int, int] | None:
+    """The (rows, columns) one window of an avg_pool2d reads when the pool has a single output position and no
+    padding, so that it is the mean of that window; None otherwise."""
+    import torch
+
+    x, out = meta_val(node.args[0]), node.meta.get("val")
+    if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() not in (3, 4):
+        return None
+    kernel = _pair(node.args[1], None)
+    padding = _pair(node_arg(node, 3, "padding", 0), 0)
+    if any(padding) or node_arg(node, 6, "divisor_override") is not None:
+        return None
+    if tuple(out.shape[-2:]) != (1, 1) or any(k > s for k, s in zip(kernel, x.shape[-2:])):
+        return None
+    return kernel
+
+
+def _target_refuses_pool(node: Node, target: Target) -> bool:
+    """Whether the target leaves this avg_pool2d on the CPU where it would take a mean: the U55's kernel and stride
+    limits; the U85 and XNNPACK take every pool this rewrite could replace (XNNPACK refuses ceil mode and padding
+    counted in the average, neither of which such a pool has once its output is one position without padding)."""
+    if not target.is_u55:
+        return False
+    x = meta_val(node.args[0])
+    kernel = _pair(node.args[1], None)
+    stride = _pair(node_arg(node, 2, "stride", None), kernel)
+    padding = _pair(node_arg(node, 3, "padding", 0), 0)
+    ceil_mode = bool(node_arg(node, 4, "ceil_mode", False))
+    return _u55_refuses_pool(list(x.shape), kernel, stride, padding, ceil_mode)
+
+
+def avg_pool_as_mean(ep: ExportedProgram, target: Target) -> PassResult:
+    """An average pool with one output position and no padding, written as a slice of the rows and columns its window
+    reads and a mean over them (keepdim: the same shape).
+
+    Why: on the Ethos-U55 a pool whose kernel does not tile its map (the Arm lowering pads the leftover rows) is
+    refused for a kernel dim over 8, and one that does tile it for a stride over 3 (a global pool's stride is its
+    kernel); a mean is a sum and a multiply there, with no kernel limit, so the layer stays on the NPU. Applied only
+    where the target refuses the pool (`_target_refuses_pool`).
+    """
+    import torch
+
+    ed = ProgramEdit(ep)
+    replaced: list[Node] = []
+    for node in list(ed.graph.nodes):
+        if node.op != "call_function" or node.target != aten_op("avg_pool2d.default"):
+            continue
+        window = _pool_window(node)
+        if window is None or not _target_refuses_pool(node, target):
+            continue
+        x = cast("Node", node.args[0])
+        shape = list(meta_val(x).shape)
+        with ed.graph.inserting_before(node):
+            value = x
+            for i, k in enumerate(window):
+                dim = len(shape) - 2 + i
+                if k < shape[dim]:
+                    value = ed.graph.call_function(torch.ops.aten.slice.Tensor, (value, dim, 0, k))
+                    _replacement_meta(node, value)
+            mean = ed.graph.call_function(torch.ops.aten.mean.dim, (value, [len(shape) - 2, len(shape) - 1], True))
+            _replacement_meta(node, mean)
+        node.replace_all_uses_with(mean)
+        replaced.append(node)
+    if not replaced:
+        return PassResult(ep, False)
+    erase_if_dead(ed.graph, replaced)
+    refresh_meta(ed)
+    return PassResult(ed.finish(), True, tuple(touched_layers(replaced)))
+
+
+# mean_keepdim
+
+
+def _xnnpack_refuses_mean(node: Node) -> bool:
+    """XNNPACK's MeanDimConfig takes a mean over the two innermost dims of a 4-D tensor with keepdim=True and no
+    dtype: a mean that meets all but keepdim is the pattern."""
+    import torch
+
+    x = meta_val(node.args[0])
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or node.kwargs.get("dtype") is not None:
+        return False
+    dims = node.args[1] if len(node.args) > 1 else None
+    if not isinstance(dims, (list, tuple)) or sorted(int(d) % 4 for d in dims) != [2, 3]:
+        return False
+    return not (len(node.args) > 2 and bool(node.args[2]))
+
+
+def mean_keepdim(ep: ExportedProgram, target: Target) -> PassResult:
+    """A mean over H and W without keepdim (`x.mean((2, 3))`, the usual global pooling before a classifier), written as
+    the mean with keepdim=True and a view to the shape the model had.
+
+    Why: XNNPACK lowers this mean as its global average pooling, which keeps the reduced dims; without keepdim its
+    partitioner refuses it ("mean.dim only supports keepdim=True") and the mean runs on the portable CPU kernel.
+    XNNPACK's backend lists it (the Arm backend takes either form: it decomposes a mean into a sum and a multiply);
+    `target` is not read.
+    """
+    import torch
+
+    ed = ProgramEdit(ep)
+    replaced: list[Node] = []
+    for node in list(ed.graph.nodes):
+        if node.op != "call_function" or node.target != aten_op("mean.dim") or not _xnnpack_refuses_mean(node):
+            continue
+        shape = [int(s) for s in node.meta["val"].shape]
+        with ed.graph.inserting_before(node):
+            kept = ed.graph.call_function(torch.ops.aten.mean.dim, (node.args[0], list(node.args[1]), True))
+            view = ed.graph.call_function(torch.ops.aten.view.default, (kept, shape))
+        for new in (kept, view):
+            _replacement_meta(node, new)
+        node.replace_all_uses_with(view)
+        replaced.append(node)
+    if not replaced:
+        return PassResult(ep, False)
+    erase_if_dead(ed.graph, replaced)
+    refresh_meta(ed)
+    return PassResult(ed.finish(), True, tuple(touched_layers(replaced)))
+
+
+# Run order: as registered. The pool rewrite first: its mean is never one mean_keepdim rewrites (keepdim=True).
+_register(Rewrite("avg_pool_as_mean", avg_pool_as_mean,
+                  r"(?i)avgpool2d (with padding needs kernel dims|needs stride|needs kernel_y)",
+                  "a pool with one output position and no padding"))
+_register(Rewrite("mean_keepdim", mean_keepdim, r"(?i)mean\.dim only supports keepdim=true",
+                  "a mean over H and W of a 4-D tensor"))
