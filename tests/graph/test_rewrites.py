@@ -73,6 +73,16 @@ def _export(model: nn.Module, shape: tuple[int, ...]) -> tuple[Any, tuple[torch.
     return export_model(model, example), example
 
 
+def _kws_with(pool: nn.Module) -> Any:
+    """The keyword spotter with another pool, its classifier sized to what the pool gives."""
+    model = Kws()
+    model.pool = pool  # type: ignore[assignment]
+    model.classifier = nn.LazyLinear(12)  # type: ignore[assignment]
+    with torch.no_grad():
+        model(torch.randn(1, 1, 49, 10))  # the lazy layer takes its size
+    return _export(model, (1, 1, 49, 10))
+
+
 def _go_rewrites(program: Any, device: str) -> tuple[Any, list[tuple[str, PassResult]]]:
     """Every rewrite graph_optimize runs on `device`, in its order: (the program, each rewrite's result)."""
     row = get_device(device)
@@ -135,6 +145,20 @@ def test_a_pool_that_tiles_its_map_but_strides_over_3_is_rewritten_for_the_u55()
     _within_go_tolerance(program, rewritten, example)
 
 
+def test_windows_side_by_side_become_one_mean_each_for_the_u55(tmp_path: Path) -> None:
+    """A (12, 5) pool on the 25x5 map: two windows, the last row read by none (the Arm lowering pads it: refused for
+    the kernel over 8). Written as the 24 rows the windows read and an adaptive pool to (2, 1), the U55 takes it."""
+    program, example = _kws_with(nn.AvgPool2d((12, 5)))
+    assert _left_out(program, U55, example, tmp_path / "before") == (
+        {"aten.avg_pool2d"}, {"Avgpool2d with padding needs kernel dims < 8, got [12, 5]"})
+    rewritten, results = _go_rewrites(program, U55)
+    assert results[0][1].changed
+    ops = [str(n.target) for n in rewritten.graph.nodes if n.op == "call_function"]
+    assert "aten.adaptive_avg_pool2d.default" in ops and "aten.avg_pool2d.default" not in ops
+    _within_go_tolerance(program, rewritten, example)
+    assert _left_out(rewritten, U55, example, tmp_path / "after") == (set(), set())
+
+
 @pytest.mark.parametrize("device", [U85, CPU])
 def test_a_target_that_takes_the_pool_keeps_it(kws: Any, device: str, tmp_path: Path) -> None:
     """The U85 and XNNPACK take the (24, 5) pool: the program is not rewritten, and the pool lowers whole."""
@@ -144,16 +168,12 @@ def test_a_target_that_takes_the_pool_keeps_it(kws: Any, device: str, tmp_path: 
     assert _left_out(program, device, example, tmp_path) == (set(), set())
 
 
-@pytest.mark.parametrize("pool", [nn.AvgPool2d(2), nn.AvgPool2d((24, 5), stride=1)])
-def test_a_pool_the_u55_takes_or_one_with_several_outputs_is_left_alone(pool: nn.Module) -> None:
-    """A 2x2 pool the U55 takes; a (24, 5) pool with stride 1 has two outputs per channel, which no single mean
-    computes."""
-    model = Kws()
-    model.pool = pool  # type: ignore[assignment]
-    model.classifier = nn.LazyLinear(12)
-    with torch.no_grad():
-        model(torch.randn(1, 1, 49, 10))  # the lazy layer takes its size
-    program, _example = _export(model, (1, 1, 49, 10))
+@pytest.mark.parametrize("pool", [nn.AvgPool2d(2), nn.AvgPool2d((24, 5), stride=1),
+                                  nn.AvgPool2d((12, 5), ceil_mode=True), nn.AvgPool2d((24, 5), padding=(1, 0))])
+def test_a_pool_the_u55_takes_or_one_no_mean_per_window_computes_is_left_alone(pool: nn.Module) -> None:
+    """A 2x2 pool the U55 takes; pools the U55 refuses whose windows are not the means of slices: overlapping (a
+    (24, 5) pool with stride 1), a partial window at the edge (ceil mode), padding."""
+    program, _example = _kws_with(pool)
     assert avg_pool_as_mean(program, Target(get_device(U55).mlia_target)) == PassResult(program, False)
 
 

@@ -127,27 +127,40 @@ def _u55_refuses_pool(shape: list[int], kernel: tuple[int, int], stride: tuple[i
     return not all(1 <= s <= 3 for s in stride)
 
 
-def _pool_window(node: Node) -> tuple[int, int] | None:
-    """The (rows, columns) one window of an avg_pool2d reads when the pool has a single output position and no
-    padding, so that it is the mean of that window; None otherwise."""
+class _Windows(NamedTuple):
+    """Where an average pool's windows lie: each (rows, columns) `kernel` and the (rows, columns) of outputs, the
+    windows side by side from the map's top left corner, each read whole."""
+
+    kernel: tuple[int, int]
+    out: tuple[int, int]
+
+
+def _pool_windows(node: Node) -> _Windows | None:
+    """The windows of an avg_pool2d that is a mean of each window: no padding (so neither count_include_pad nor a
+    partial window at the edge changes a divisor), no divisor_override, and either one output position or windows that
+    do not overlap (stride == kernel); None otherwise."""
     import torch
 
     x, out = meta_val(node.args[0]), node.meta.get("val")
     if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() not in (3, 4):
         return None
     kernel = _pair(node.args[1], None)
+    stride = _pair(node_arg(node, 2, "stride", None), kernel)
     padding = _pair(node_arg(node, 3, "padding", 0), 0)
     if any(padding) or node_arg(node, 6, "divisor_override") is not None:
         return None
-    if tuple(out.shape[-2:]) != (1, 1) or any(k > s for k, s in zip(kernel, x.shape[-2:])):
+    outs = (int(out.shape[-2]), int(out.shape[-1]))
+    whole = all(o * k <= int(size) for o, k, size in zip(outs, kernel, x.shape[-2:]))  # ceil mode: no partial window
+    if not whole or (outs != (1, 1) and stride != kernel):
         return None
-    return kernel
+    return _Windows(kernel, outs)
 
 
 def _target_refuses_pool(node: Node, target: Target) -> bool:
-    """Whether the target leaves this avg_pool2d on the CPU where it would take a mean: the U55's kernel and stride
-    limits; the U85 and XNNPACK take every pool this rewrite could replace (XNNPACK refuses ceil mode and padding
-    counted in the average, neither of which such a pool has once its output is one position without padding)."""
+    """Whether the target leaves this avg_pool2d on the CPU where it would take the means of its windows: the U55's
+    kernel and stride limits. The U85 takes every such pool; XNNPACK (whose backend does not list this rewrite)
+    refuses ceil mode and padding counted in the average, which the rewrite would not lift where they change the
+    numbers."""
     if not target.is_u55:
         return False
     x = meta_val(node.args[0])
@@ -159,13 +172,16 @@ def _target_refuses_pool(node: Node, target: Target) -> bool:
 
 
 def avg_pool_as_mean(ep: ExportedProgram, target: Target) -> PassResult:
-    """An average pool with one output position and no padding, written as a slice of the rows and columns its window
-    reads and a mean over them (keepdim: the same shape).
+    """An average pool without padding whose windows do not overlap, written as the mean of each window: a slice of
+    the rows and columns the windows read, then a mean over them (one output position: `mean`, keepdim) or one mean
+    per window (several: `adaptive_avg_pool2d` to the pool's output size, whose windows are then the pool's own).
 
     Why: on the Ethos-U55 a pool whose kernel does not tile its map (the Arm lowering pads the leftover rows) is
-    refused for a kernel dim over 8, and one that does tile it for a stride over 3 (a global pool's stride is its
-    kernel); a mean is a sum and a multiply there, with no kernel limit, so the layer stays on the NPU. Applied only
-    where the target refuses the pool (`_target_refuses_pool`).
+    refused for a kernel dim over 8, and one that does tile it for a stride over 3 (the stride of windows that do not
+    overlap is their kernel). The Arm backend lowers a mean as a sum and a multiply, and an adaptive pool over a map
+    its output size divides as one pool per window, neither with those limits (both checked on a U55 lowering:
+    tests/graph/test_rewrites.py), so the layer stays on the NPU. Applied only where the target refuses the pool
+    (`_target_refuses_pool`).
     """
     import torch
 
@@ -174,19 +190,22 @@ def avg_pool_as_mean(ep: ExportedProgram, target: Target) -> PassResult:
     for node in list(ed.graph.nodes):
         if node.op != "call_function" or node.target != aten_op("avg_pool2d.default"):
             continue
-        window = _pool_window(node)
-        if window is None or not _target_refuses_pool(node, target):
+        windows = _pool_windows(node)
+        if windows is None or not _target_refuses_pool(node, target):
             continue
         x = cast("Node", node.args[0])
         shape = list(meta_val(x).shape)
+        dims = [len(shape) - 2, len(shape) - 1]
         with ed.graph.inserting_before(node):
             value = x
-            for i, k in enumerate(window):
-                dim = len(shape) - 2 + i
-                if k < shape[dim]:
-                    value = ed.graph.call_function(torch.ops.aten.slice.Tensor, (value, dim, 0, k))
+            for dim, k, o in zip(dims, windows.kernel, windows.out):
+                if k * o < shape[dim]:  # the rows (columns) no window reads
+                    value = ed.graph.call_function(torch.ops.aten.slice.Tensor, (value, dim, 0, k * o))
                     _replacement_meta(node, value)
-            mean = ed.graph.call_function(torch.ops.aten.mean.dim, (value, [len(shape) - 2, len(shape) - 1], True))
+            if windows.out == (1, 1):
+                mean = ed.graph.call_function(torch.ops.aten.mean.dim, (value, dims, True))
+            else:
+                mean = ed.graph.call_function(torch.ops.aten.adaptive_avg_pool2d.default, (value, list(windows.out)))
             _replacement_meta(node, mean)
         node.replace_all_uses_with(mean)
         replaced.append(node)
@@ -248,6 +267,6 @@ def mean_keepdim(ep: ExportedProgram, target: Target) -> PassResult:
 # Run order: as registered. The pool rewrite first: its mean is never one mean_keepdim rewrites (keepdim=True).
 _register(Rewrite("avg_pool_as_mean", avg_pool_as_mean,
                   r"(?i)avgpool2d (with padding needs kernel dims|needs stride|needs kernel_y)",
-                  "a pool with one output position and no padding"))
+                  "a pool without padding whose windows do not overlap"))
 _register(Rewrite("mean_keepdim", mean_keepdim, r"(?i)mean\.dim only supports keepdim=true",
                   "a mean over H and W of a 4-D tensor"))
