@@ -206,6 +206,66 @@ def test_a_mean_xnnpack_takes_is_left_alone() -> None:
     assert rewritten is program
 
 
+# drop_constant_attention_mask
+
+
+class Attention(nn.Module):
+    """Self-attention the way a Hugging Face encoder called without a mask runs it (ViT, BERT with input ids only):
+    the mask is built in the graph from `arange`, all True, and handed to scaled_dot_product_attention. `causal` builds
+    one that masks (the upper triangle); `from_input` one that depends on the input."""
+
+    def __init__(self, mask: str = "all_true") -> None:
+        super().__init__()
+        self.mask = mask
+        self.qkv = nn.Linear(16, 48)
+        self.out = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1]
+        positions = torch.arange(n) + 0
+        if self.mask == "causal":
+            mask = positions[None, None, :, None] >= positions[None, None, None, :]
+        elif self.mask == "from_input":
+            mask = (x[:, None, :, :1] > -10).expand(1, 1, n, n)
+        else:
+            mask = (positions[None, None, :, None] >= 0).expand(1, -1, n, n)
+        q, k, v = (t.view(1, n, 2, 8).transpose(1, 2) for t in self.qkv(x).split(16, dim=-1))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(1, n, 16))
+
+
+def test_an_attention_mask_that_masks_nothing_leaves_the_u55_cpu(tmp_path: Path) -> None:
+    program, example = _export(Attention(), (1, 8, 16))
+    outside, reasons = _left_out(program, U55, example, tmp_path / "before")
+    assert "aten.where.self" in outside and reasons and all("torch.bool" in r for r in reasons), (outside, reasons)
+    rewritten, results = _go_rewrites(program, U55)
+    assert [(name, r.layers) for name, r in results if r.changed] == [
+        ("drop_constant_attention_mask", ("(model).scaled_dot_product_attention",))]
+    assert not [n for n in rewritten.graph.nodes if str(n.target).split(".")[:2] in (["aten", "arange"], ["aten", "ge"])]
+    _within_go_tolerance(program, rewritten, example)
+    assert _left_out(rewritten, U55, example, tmp_path / "after") == (set(), set())
+
+
+def test_an_attention_mask_that_masks_nothing_leaves_the_portable_kernels(tmp_path: Path) -> None:
+    """On XNNPACK the mask's arange, ge and where have no kernel and run on ExecuTorch's portable ones: the rewrite
+    removes them (what stays outside is scaled_dot_product_attention's own decomposition, with or without a mask)."""
+    program, example = _export(Attention(), (1, 8, 16))
+    before, _reasons = _left_out(program, CPU, example, tmp_path / "before")
+    rewritten, results = _go_rewrites(program, CPU)
+    assert [name for name, r in results if r.changed] == ["drop_constant_attention_mask"]
+    _within_go_tolerance(program, rewritten, example)
+    after, _reasons = _left_out(rewritten, CPU, example, tmp_path / "after")
+    assert {"aten.arange.start_step", "aten.ge.Scalar"} <= before - after and after < before, (before, after)
+
+
+@pytest.mark.parametrize("mask", ["causal", "from_input"])
+def test_a_mask_that_masks_or_reads_the_input_is_kept(mask: str) -> None:
+    program, _example = _export(Attention(mask), (1, 8, 16))
+    for device in (U55, CPU):
+        rewritten, _results = _go_rewrites(program, device)
+        assert rewritten is program
+
+
 # the registry and the reason line
 
 
@@ -213,12 +273,13 @@ def test_every_rewrite_a_backend_lists_is_registered() -> None:
     from np_optimizer.backends import backends
 
     listed = {name for backend in backends() for name in backend.rewrites}
-    assert listed == set(REWRITES.names()) == {"avg_pool_as_mean", "mean_keepdim"}
+    assert listed == set(REWRITES.names()) == {"avg_pool_as_mean", "mean_keepdim", "drop_constant_attention_mask"}
 
 
 @pytest.mark.parametrize(("reason", "name"), [
     (POOL_REASON, "avg_pool_as_mean"), ("Avgpool2d needs stride <= 3, got [25, 5]", "avg_pool_as_mean"),
-    (MEAN_REASON, "mean_keepdim"), ("Maxpool2d needs stride <= 3, got [4, 4]", None)])
+    (MEAN_REASON, "mean_keepdim"), ("Maxpool2d needs stride <= 3, got [4, 4]", None),
+    ("Had torch.bool output that is not supported by TOSA-1.0+INT+int16+int4+u55.", "drop_constant_attention_mask")])
 def test_the_reason_line_names_the_rewrite_that_answers_it(reason: str, name: str | None) -> None:
     found = rewrite_for(reason)
     assert (found.name if found else None) == name
