@@ -1,105 +1,22 @@
-"""Target rewrites: graph_optimize passes that replace a pattern the run's target refuses with an equivalent it takes,
-so that a layer the partitioner would leave on the CPU lowers into the delegate.
-
-A rewrite has the form `rewrite(ep, target) -> PassResult` (graph/passes.py's contract: the input never mutated, an
-unchanged program returned as itself) and applies only where the target would refuse the pattern: a backend lists the
-rewrites for its partitioner (Backend.rewrites), and each one mirrors that partitioner's own support check
-(ExecuTorch's backends/arm/operator_support, backends/xnnpack/partition/config) down to the target profile, so a
-pattern the target takes is left as it is. The graph_optimize step runs them after the generic passes and checks
-their outputs with the same tolerance. Each entry also names the partitioner reasons it answers (`fixes`, a regular
-expression), so that the reason line of a run without graph_optimize can name the rewrite that would fix a layer.
-
-Why a registry of their own (registry.Registry, "graph rewrite"), not entries of passes.PASSES: they are another
-extension point, chosen by the target and given it, and the reason line looks them up by the reasons they fix.
-torch is imported inside functions only.
-"""
+"""Target rewrites of pooling and means (graph/rewrites/): the Ethos-U55's average-pool limits, and the forms of an
+average pool or a mean XNNPACK's partitioner refuses. torch is imported inside functions only."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from np_optimizer.graph.edit import ProgramEdit, aten_op, erase_if_dead, meta_val, node_arg, refresh_meta
 from np_optimizer.graph.passes import PassResult
-from np_optimizer.registry import Registry
+from np_optimizer.graph.rewrites import Rewrite, Target, pair, register_rewrite, replacement_meta, touched_layers
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import Node
 
-__all__ = ["Target", "Rewrite", "REWRITES", "rewrites_of", "rewrite_for", "touched_layers", "avg_pool_as_mean", "mean_keepdim",
-           "drop_constant_attention_mask"]
-
-
-class Target(NamedTuple):
-    """What a rewrite needs of the run's device besides its backend (which chooses the rewrites: Backend.rewrites):
-    the NPU's target profile ("ethos-u55-128", "ethos-u85-256"), None for a CPU."""
-
-    npu: str | None = None
-
-    @property
-    def is_u55(self) -> bool:
-        return (self.npu or "").startswith("ethos-u55")
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """A registered rewrite: its name (job.json's `changes.passes[].pass`), the function, the partitioner reasons it
-    answers (a regular expression) and the layers it can change, in words (the reason line's advice says it)."""
-
-    name: str
-    run: Callable[[ExportedProgram, Target], PassResult]
-    fixes: str
-    scope: str
-
-
-REWRITES: Registry[Rewrite] = Registry("graph rewrite")
-
-
-def _register(rewrite: Rewrite) -> Rewrite:
-    return REWRITES.register(rewrite.name, rewrite)
-
-
-def rewrites_of(names: tuple[str, ...]) -> list[Rewrite]:
-    """The registered rewrites a backend lists (Backend.rewrites), in registration order."""
-    return [r for r in REWRITES.entries() if r.name in names]
-
-
-def rewrite_for(reason: str) -> Rewrite | None:
-    """The rewrite that answers a partitioner's reason, if one does."""
-    return next((r for r in REWRITES.entries() if re.search(r.fixes, reason)), None)
-
-
-def touched_layers(nodes: list[Node]) -> list[str]:
-    """The module paths (nn_module_stack's innermost entry) of the nodes a rewrite replaced, in order, once each."""
-    out: list[str] = []
-    for node in nodes:
-        stack = node.meta.get("nn_module_stack") or {}
-        path = str(list(stack.values())[-1][0]) if stack else ""
-        # an op of the model's own forward: named as the per-layer views name it (records/layers.py's LayerKey)
-        path = path or f"(model).{getattr(node.target, '_opname', node.name)}"
-        if path not in out:
-            out.append(path)
-    return out
-
-
-def _replacement_meta(node: Node, new: Node) -> None:
-    """The replaced node's provenance (module stack, source, stack trace) on a node that replaces it, so the layer
-    keeps its module path in the per-layer views; meta['val'] comes from refresh_meta."""
-    for key in ("nn_module_stack", "source_fn_stack", "stack_trace", "from_node", "torch_fn"):
-        if key in node.meta:
-            new.meta[key] = node.meta[key]
+__all__ = ["avg_pool_as_mean", "avg_pool_for_xnnpack", "mean_keepdim"]
 
 
 # avg_pool_as_mean
-
-
-def _pair(value: Any, default: Any) -> tuple[int, int]:
-    value = default if value in (None, [], ()) else value
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    return (int(items[0]), int(items[-1]))
 
 
 def _u55_post_pad(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool) -> int:
@@ -145,9 +62,9 @@ def _pool_windows(node: Node) -> _Windows | None:
     x, out = meta_val(node.args[0]), node.meta.get("val")
     if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or x.dim() not in (3, 4):
         return None
-    kernel = _pair(node.args[1], None)
-    stride = _pair(node_arg(node, 2, "stride", None), kernel)
-    padding = _pair(node_arg(node, 3, "padding", 0), 0)
+    kernel = pair(node.args[1], None)
+    stride = pair(node_arg(node, 2, "stride", None), kernel)
+    padding = pair(node_arg(node, 3, "padding", 0), 0)
     if any(padding) or node_arg(node, 6, "divisor_override") is not None:
         return None
     outs = (int(out.shape[-2]), int(out.shape[-1]))
@@ -165,9 +82,9 @@ def _target_refuses_pool(node: Node, target: Target) -> bool:
     if not target.is_u55:
         return False
     x = meta_val(node.args[0])
-    kernel = _pair(node.args[1], None)
-    stride = _pair(node_arg(node, 2, "stride", None), kernel)
-    padding = _pair(node_arg(node, 3, "padding", 0), 0)
+    kernel = pair(node.args[1], None)
+    stride = pair(node_arg(node, 2, "stride", None), kernel)
+    padding = pair(node_arg(node, 3, "padding", 0), 0)
     ceil_mode = bool(node_arg(node, 4, "ceil_mode", False))
     return _u55_refuses_pool(list(x.shape), kernel, stride, padding, ceil_mode)
 
@@ -202,12 +119,12 @@ def avg_pool_as_mean(ep: ExportedProgram, target: Target) -> PassResult:
             for dim, k, o in zip(dims, windows.kernel, windows.out):
                 if k * o < shape[dim]:  # the rows (columns) no window reads
                     value = ed.graph.call_function(torch.ops.aten.slice.Tensor, (value, dim, 0, k * o))
-                    _replacement_meta(node, value)
+                    replacement_meta(node, value)
             if windows.out == (1, 1):
                 mean = ed.graph.call_function(torch.ops.aten.mean.dim, (value, dims, True))
             else:
                 mean = ed.graph.call_function(torch.ops.aten.adaptive_avg_pool2d.default, (value, list(windows.out)))
-            _replacement_meta(node, mean)
+            replacement_meta(node, mean)
         node.replace_all_uses_with(mean)
         replaced.append(node)
     if not replaced:
@@ -255,7 +172,7 @@ def mean_keepdim(ep: ExportedProgram, target: Target) -> PassResult:
             kept = ed.graph.call_function(torch.ops.aten.mean.dim, (node.args[0], list(node.args[1]), True))
             view = ed.graph.call_function(torch.ops.aten.view.default, (kept, shape))
         for new in (kept, view):
-            _replacement_meta(node, new)
+            replacement_meta(node, new)
         node.replace_all_uses_with(view)
         replaced.append(node)
     if not replaced:
@@ -265,82 +182,71 @@ def mean_keepdim(ep: ExportedProgram, target: Target) -> PassResult:
     return PassResult(ed.finish(), True, tuple(touched_layers(replaced)))
 
 
-# drop_constant_attention_mask
+# avg_pool_for_xnnpack
 
 
-def _constant_value(node: Any, seen: dict[Any, Any]) -> Any:
-    """The value of a node computed from no input, parameter or buffer (creation ops and literals only, the way a
-    model builds a mask from `arange`), evaluated with torch; None when it reads anything else."""
-    from torch.fx.node import map_arg
-
-    from np_optimizer.graph.edit import foldable
-
-    if not hasattr(node, "op"):
-        return node
-    if node in seen:
-        return seen[node]
-    value = None
-    if node.op == "call_function" and foldable(node.target):
-        inputs = {i: _constant_value(i, seen) for i in node.all_input_nodes}
-        if all(v is not None for v in inputs.values()):
-            args, kwargs = map_arg((node.args, node.kwargs), lambda n: inputs[n])
-            value = node.target(*args, **kwargs)
-    seen[node] = value
-    return value
+def _floor_size(size: int, kernel: int, stride: int, pad: int) -> int:
+    return (size + 2 * pad - kernel) // stride + 1
 
 
-def _mask_changes_nothing(mask: Any) -> bool:
-    """An attention mask that masks nothing: all True (boolean: attend everywhere) or all 0 (added to the scores)."""
-    import torch
+def avg_pool_for_xnnpack(ep: ExportedProgram, target: Target) -> PassResult:
+    """An average pool in the two forms XNNPACK refuses, written in one it takes: ceil_mode=True where ceil mode
+    adds no window (the output size is the same rounded down) becomes ceil_mode=False; padding counted in the average
+    (count_include_pad=True, the default, with padding) becomes a zero pad (constant_pad_nd) and a pool without
+    padding, whose every window then holds kernel_h x kernel_w values, the divisor the padded pool used.
 
-    if not isinstance(mask, torch.Tensor):
-        return False
-    return bool(mask.all()) if mask.dtype == torch.bool else bool((mask == 0).all())
-
-
-def drop_constant_attention_mask(ep: ExportedProgram, target: Target) -> PassResult:
-    """Drop the attention mask of scaled_dot_product_attention where the model computes it from no input and it masks
-    nothing (the mask then dies with its ops).
-
-    Why: a Hugging Face encoder called without an attention mask (ViT always; BERT with input ids only) still builds
-    an all-True boolean mask from `arange` in its graph. The Ethos-U55 has no boolean tensors ("Had torch.bool
-    output that is not supported by TOSA-...+u55") and leaves its ge, expand and where on the CPU; XNNPACK has no
-    kernel for them and they run on the portable kernels. Attention with a mask that masks nothing is attention
-    without one. `target` is not read: the backends that list the rewrite run it.
+    Why: XNNPACK's AvgPoolingConfig refuses both ("ceil mode is not supported", "zero-padding in the averaging
+    calculation is not supported") and the pool runs on the portable CPU kernel (the README's host example: 96% of the
+    time). A ceil-mode pool that does add a window at the edge is left alone (its last window's divisor differs).
+    XNNPACK's backend lists it; `target` is not read.
     """
     import torch
 
     ed = ProgramEdit(ep)
-    sdpa = aten_op("scaled_dot_product_attention.default")
     changed: list[Node] = []
-    seen: dict[Any, Any] = {}
     for node in list(ed.graph.nodes):
-        if node.op != "call_function" or node.target != sdpa:
+        if node.op != "call_function" or node.target != aten_op("avg_pool2d.default"):
             continue
-        mask = node_arg(node, 3, "attn_mask")
-        if mask is None or not hasattr(mask, "op"):
+        x, out = meta_val(node.args[0]), node.meta.get("val")
+        if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor) or \
+                node_arg(node, 6, "divisor_override") is not None:
             continue
-        with torch.no_grad():
-            value = _constant_value(mask, seen)
-        if not _mask_changes_nothing(value) or tuple(value.shape) != tuple(meta_val(mask).shape):
-            continue
-        if len(node.args) > 3:
-            node.update_arg(3, None)
-        else:
-            node.update_kwarg("attn_mask", None)
+        kernel = pair(node.args[1], None)
+        stride = pair(node_arg(node, 2, "stride", None), kernel)
+        padding = pair(node_arg(node, 3, "padding", 0), 0)
+        ceil_mode = bool(node_arg(node, 4, "ceil_mode", False))
+        include_pad = bool(node_arg(node, 5, "count_include_pad", True))
+        floors = tuple(_floor_size(int(x.shape[-2 + i]), kernel[i], stride[i], padding[i]) for i in range(2))
+        if ceil_mode and floors != tuple(int(s) for s in out.shape[-2:]):
+            continue  # ceil mode adds a window
+        if not ceil_mode and not (include_pad and any(padding)):
+            continue  # XNNPACK takes it
+        value = cast("Node", node.args[0])
+        if include_pad and any(padding):
+            with ed.graph.inserting_before(node):
+                pads = [padding[1], padding[1], padding[0], padding[0]]  # last dim first
+                value = ed.graph.call_function(torch.ops.aten.constant_pad_nd.default, (value, pads, 0.0))
+            replacement_meta(node, value)
+            padding = (0, 0)
+        with ed.graph.inserting_before(node):
+            pool = ed.graph.call_function(torch.ops.aten.avg_pool2d.default,
+                                          (value, list(kernel), list(stride), list(padding), False, include_pad))
+        replacement_meta(node, pool)
+        node.replace_all_uses_with(pool)
         changed.append(node)
     if not changed:
         return PassResult(ep, False)
-    erase_if_dead(ed.graph, [n for n, v in seen.items() if v is not None])  # the mask's ops (no side effects)
+    erase_if_dead(ed.graph, changed)
+    refresh_meta(ed)
     return PassResult(ed.finish(), True, tuple(touched_layers(changed)))
 
 
 # Run order: as registered. The pool rewrite first: its mean is never one mean_keepdim rewrites (keepdim=True).
-_register(Rewrite("avg_pool_as_mean", avg_pool_as_mean,
-                  r"(?i)avgpool2d (with padding needs kernel dims|needs stride|needs kernel_y)",
-                  "a pool without padding whose windows do not overlap"))
-_register(Rewrite("drop_constant_attention_mask", drop_constant_attention_mask,
-                  r"torch\.bool (input|output)|^no XNNPACK kernel for aten\.(ge|where|logical_not|any)",
-                  "an attention mask the model builds from no input that masks nothing"))
-_register(Rewrite("mean_keepdim", mean_keepdim, r"(?i)mean\.dim only supports keepdim=true",
-                  "a mean over H and W of a 4-D tensor"))
+register_rewrite(Rewrite("avg_pool_as_mean", avg_pool_as_mean,
+                 r"(?i)avgpool2d (with padding needs kernel dims|needs stride|needs kernel_y)",
+                 "a pool without padding whose windows do not overlap"))
+register_rewrite(Rewrite("avg_pool_for_xnnpack", avg_pool_for_xnnpack,
+                 r"(?i)^(ceil mode is not supported|zero-padding in the averaging calculation is not supported)$",
+                 "a ceil-mode pool whose ceil mode adds no window, and a pool whose padding counts in the average"))
+register_rewrite(Rewrite("mean_keepdim", mean_keepdim, r"(?i)mean\.dim only supports keepdim=true",
+                 "a mean over H and W of a 4-D tensor"))
