@@ -88,7 +88,7 @@ class Backend(Record):
     # Imports its lowering needs, run in np's own process before a watched child forks, so that each lowering does
     # not pay them again (ExecuTorch's Arm backend: about 1.5 s).
     preload: Callable[[], None] | None = None
-    # graph_optimize's target rewrites (graph/rewrites.py's names) for patterns its partitioner refuses: the step runs
+    # graph_optimize's target rewrites (graph/rewrites/'s names) for patterns its partitioner refuses: the step runs
     # these on a device of this backend, each given the device's target profile.
     rewrites: tuple[str, ...] = ()
 

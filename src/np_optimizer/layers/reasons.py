@@ -61,7 +61,7 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 
 def advice(reason: str, accelerator: str) -> str:
     """What to do about a layer that left the accelerator for `reason`; where a graph_optimize rewrite answers the
-    reason (graph/rewrites.py), it is named, for a run that does not have the step."""
+    reason (graph/rewrites/), it is named, for a run that does not have the step."""
     from np_optimizer.graph.rewrites import rewrite_for
 
     text = next((text for pattern, text in _ADVICE if re.search(pattern, reason)),

@@ -1,6 +1,6 @@
 """Step graph_optimize (GO): output-preserving graph passes, each checked against the step's input; a pass that
 changes outputs beyond the tolerance is dropped with a warning. The generic passes (graph/passes.py) run on every
-device; the target rewrites (graph/rewrites.py) are given the run's device and change only what its backend refuses.
+device; the target rewrites (graph/rewrites/) are given the run's device and change only what its backend refuses.
 It takes no run.yaml parameters."""
 
 from __future__ import annotations
