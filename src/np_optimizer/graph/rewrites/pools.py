@@ -125,6 +125,7 @@ def avg_pool_as_mean(ep: ExportedProgram, target: Target) -> PassResult:
             else:
                 mean = ed.graph.call_function(torch.ops.aten.adaptive_avg_pool2d.default, (value, list(windows.out)))
             replacement_meta(node, mean)
+        mean.meta["val"] = node.meta["val"]  # the same value: a rewrite of a later pool of the chain reads it
         node.replace_all_uses_with(mean)
         replaced.append(node)
     if not replaced:
@@ -173,6 +174,7 @@ def mean_keepdim(ep: ExportedProgram, target: Target) -> PassResult:
             view = ed.graph.call_function(torch.ops.aten.view.default, (kept, shape))
         for new in (kept, view):
             replacement_meta(node, new)
+        view.meta["val"] = node.meta["val"]  # the same value: a rewrite of a later pool of the chain reads it
         node.replace_all_uses_with(view)
         replaced.append(node)
     if not replaced:
@@ -232,6 +234,7 @@ def avg_pool_for_xnnpack(ep: ExportedProgram, target: Target) -> PassResult:
             pool = ed.graph.call_function(torch.ops.aten.avg_pool2d.default,
                                           (value, list(kernel), list(stride), list(padding), False, include_pad))
         replacement_meta(node, pool)
+        pool.meta["val"] = node.meta["val"]  # the same value: a rewrite of a later pool of the chain reads it
         node.replace_all_uses_with(pool)
         changed.append(node)
     if not changed:
