@@ -50,6 +50,7 @@ def build():
     return Kws().eval(), (torch.randn(1, 1, 49, 10),)
 '''
 RUN_YAML = 'version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\nprofile:\n- GRAPH_QUANTIZE\n'
+GO_RUN_YAML = RUN_YAML.replace("steps:\n", "steps:\n- graph_optimize: null\n")
 
 
 def _module_macs(model_file: Path) -> dict[str, int]:
@@ -134,6 +135,7 @@ def test_the_layer_left_on_the_cpu_says_why_and_what_to_do(kws: _Kws, run_np: An
     assert all("reason" not in e for e in doc["layers"] if e["placement"] == "NPU")
     summary = f"1 op left the NPU (none of the MACs np counts, not estimated); costliest: pool (AvgPool2d): {POOL_REASON}."
     assert doc["left"].startswith(summary) and "To do: " in doc["left"], doc["left"]
+    assert "graph_optimize's rewrite avg_pool_as_mean does this" in doc["left"]  # the run has no graph_optimize
     table = run_np("report", "--layers", cwd=exp)
     assert "CPU: Avgpool2d with padding" in table.stdout, table.stdout  # the placement cell (wrapped in the table)
     log = (exp / "logs" / "execution.log").read_text()
@@ -142,6 +144,32 @@ def test_the_layer_left_on_the_cpu_says_why_and_what_to_do(kws: _Kws, run_np: An
     assert run_np("report", "--html", str(tmp_path / "report.html"), cwd=exp).exit_code == 0
     page = html.unescape((tmp_path / "report.html").read_text())  # the HTML per-layer section says the same
     assert f"CPU: {POOL_REASON}" in page and summary in page
+
+
+@pytest.mark.np_run
+def test_graph_optimize_brings_the_pool_back_to_the_npu(tmp_path: Path) -> None:
+    """The same model with graph_optimize in the run: its rewrite avg_pool_as_mean says in job.json that it changed
+    `pool`, GO's SNR against INPUT_MODEL is above 100 dB, and the GRAPH_QUANTIZE estimate is whole (no CPU row, no
+    reason, no summary line)."""
+    from np_optimizer import api
+
+    (tmp_path / "kws.py").write_text(MODEL)
+    api.workspace_init(tmp_path / "ws")
+    exp = make_project(tmp_path / "ws", "kws_go", model=f"{tmp_path / 'kws.py'}:build", device="corstone_300",
+                       steps="go,gq", run_yaml=GO_RUN_YAML)
+    result = run_np_subprocess("run", cwd=exp)
+    assert result.exit_code == 0, result.stderr
+    go = json.loads((exp / "01_graph_optimize" / "job.json").read_text())
+    rewrite = [p for p in go["changes"]["passes"] if p["pass"] == "avg_pool_as_mean"]
+    assert [(p["outcome"], p["layers"]) for p in rewrite] == [("applied", ["pool"])], rewrite
+    assert go["fidelity"]["program"]["snr_db"] > 100
+    report = json.loads((exp / "report.json").read_text())
+    round_ = next(r for r in report["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
+    layers = json.loads((exp / round_["artifacts"]["layers"]).read_text())
+    assert layers["rows"] and all(r.get("placement") == "NPU" for r in layers["rows"]), layers["rows"]
+    assert {e["key"]: e["placement"] for e in layers["layers"]}["pool"] == "NPU"
+    log = (exp / "logs" / "execution.log").read_text()
+    assert "left the NPU" not in log and "avg_pool_as_mean: " in log and "(pool)" in log
 
 
 def test_a_row_whose_macs_its_layer_cannot_compute_keeps_its_tosa_name() -> None:

@@ -99,6 +99,9 @@ class Backend(Record):
     # backend has none), and what its compiler refuses in a format, said before anything compiles.
     mixed: MixedBuilder | None = None
     format_limit: FormatLimit | None = None
+    # graph_optimize's target rewrites (graph/rewrites/'s names) for patterns its partitioner refuses: the step runs
+    # these on a device of this backend, each given the device's target profile.
+    rewrites: tuple[str, ...] = ()
 
     @property
     def scheme_names(self) -> tuple[str, ...]:

@@ -367,6 +367,7 @@ ETHOS_U = register_backend(Backend(
     watched=True,  # an unrolled LSTM took 744 s of TOSA lowering and Vela
     preload=preload_ethos_u,
     accelerator="the NPU",
+    rewrites=("avg_pool_as_mean", "drop_constant_attention_mask"),
     no_reason="left on the CPU by the Arm partitioner ({op}; it gave no reason)",
     mixed=_mixed_quantizer,
     format_limit=ethos_u_format_limit,

@@ -134,6 +134,7 @@ XNNPACK = register_backend(Backend(
     compile_options=xnnpack_compile_options,
     delegate_ops=xnnpack_delegate_ops,
     accelerator="XNNPACK",
+    rewrites=("avg_pool_for_xnnpack", "mean_keepdim", "drop_constant_attention_mask"),
     no_reason="no XNNPACK kernel for {op}",  # XNNPACK has no config for the op: its partitioner never looks at it
     mixed=_mixed_quantizer,
 ))

@@ -41,10 +41,12 @@ __all__ = ["PassResult", "PASSES", "fold_constants", "fuse_conv_bn", "cancel_per
 
 
 class PassResult(NamedTuple):
-    """What every pass returns: the program (the input object itself when unchanged) and whether the graph changed."""
+    """What every pass returns: the program (the input object itself when unchanged), whether the graph changed, and
+    the layers (module paths) it changed, where the pass names them (graph/rewrites/'s do: job.json lists them)."""
 
     ep: ExportedProgram
     changed: bool
+    layers: tuple[str, ...] = ()
 
 
 # fuse_conv_bn

@@ -60,11 +60,17 @@ _ADVICE: tuple[tuple[str, str], ...] = (
 
 
 def advice(reason: str, accelerator: str) -> str:
-    """What to do about a layer that left the accelerator for `reason`."""
-    for pattern, text in _ADVICE:
-        if re.search(pattern, reason):
-            return text
-    return f"change the layer to meet the condition the reason names, so that {accelerator} takes it"
+    """What to do about a layer that left the accelerator for `reason`; where a graph_optimize rewrite answers the
+    reason (graph/rewrites/), it is named, for a run that does not have the step."""
+    from np_optimizer.graph.rewrites import rewrite_for
+
+    text = next((text for pattern, text in _ADVICE if re.search(pattern, reason)),
+                f"change the layer to meet the condition the reason names, so that {accelerator} takes it")
+    rewrite = rewrite_for(reason)
+    if rewrite is not None:
+        text += (f"; graph_optimize's rewrite {rewrite.name} does this for {rewrite.scope} (add `- graph_optimize: "
+                 "null` to run.yaml's steps if the run has none)")
+    return text
 
 
 def _cost_share(graph: dict[str, Any], doc: dict[str, Any] | None) -> tuple[str | None, dict[str, float]]:

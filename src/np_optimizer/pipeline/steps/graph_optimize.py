@@ -1,5 +1,7 @@
 """Step graph_optimize (GO): output-preserving graph passes, each checked against the step's input; a pass that
-changes outputs beyond the tolerance is dropped with a warning. It takes no run.yaml parameters."""
+changes outputs beyond the tolerance is dropped with a warning. The generic passes (graph/passes.py) run on every
+device; the target rewrites (graph/rewrites/) are given the run's device and change only what its backend refuses.
+It takes no run.yaml parameters."""
 
 from __future__ import annotations
 
@@ -39,8 +41,6 @@ def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssu
         issues.append(issue("R015", L_SCHEMA, loc, "graph_optimize takes no parameters.",
                             "Write `- graph_optimize: null`; pass tuning lives in run.detail.yaml."))
     return GraphOptimizeConfig()
-
-
 
 
 def _worst_error(reference: list[Any], outputs: list[Any]) -> tuple[float, float]:
@@ -124,12 +124,24 @@ class _Passes:
             self.applied.append({"pass": name, "round": round_, "outcome": "dropped", "error": self.warnings[-1]})
             return None
 
-    def round(self, round_: int, program: Any, current: list[Any]) -> tuple[bool, Any, list[Any]]:
+    def _all_passes(self) -> list[tuple[str, Any]]:
+        """The generic passes, then the target rewrites the device's backend lists, given its target profile."""
         from np_optimizer.graph.passes import PASSES
+        from np_optimizer.graph.rewrites import Rewrite, Target, rewrites_of
+
+        device = self.ctx.run.device
+        target = Target(device.mlia_target)
+
+        def bound(rewrite: Rewrite) -> Any:
+            return lambda program: rewrite.run(program, target)
+
+        return [*PASSES, *((r.name, bound(r)) for r in rewrites_of(device.backend_spec.rewrites))]
+
+    def round(self, round_: int, program: Any, current: list[Any]) -> tuple[bool, Any, list[Any]]:
         from np_optimizer.graph.stats import node_count
 
         candidate, steps = program, []
-        for name, run_pass in PASSES:
+        for name, run_pass in self._all_passes():
             if name in self.dropped:
                 continue
             result = self._run(name, run_pass, candidate, round_)
@@ -139,20 +151,21 @@ class _Passes:
                 if round_ == 1:
                     self.applied.append({"pass": name, "round": round_, "outcome": "no change"})
                 continue
-            steps.append((name, run_pass, node_count(candidate), node_count(result.ep)))
+            steps.append((name, run_pass, node_count(candidate), node_count(result.ep), result.layers))
             candidate = result.ep
         if not steps:
             return False, program, current
         outputs = self._outputs(candidate)
         error, scale = _worst_error(self.reference, outputs)
         if error <= self.tolerance * scale:
-            for name, _run_pass, nodes_before, nodes_after in steps:
-                self.applied.append({"pass": name, "round": round_, "nodes_before": nodes_before,
-                                     "nodes_after": nodes_after, "outcome": "applied", "max_abs_error": error,
-                                     "relative_error": error / scale, "checked": "with the round's other passes"})
-                self.ctx.log.info(f"  {name}: {nodes_before} -> {nodes_after} nodes")
+            for name, _run_pass, nodes_before, nodes_after, layers in steps:
+                entry = {"pass": name, "round": round_, "nodes_before": nodes_before, "nodes_after": nodes_after,
+                         "outcome": "applied", "max_abs_error": error, "relative_error": error / scale,
+                         "checked": "with the round's other passes", **_layers(layers)}
+                self.applied.append(entry)
+                self.ctx.log.info(f"  {name}: {nodes_before} -> {nodes_after} nodes{_touched(layers)}")
             return True, candidate, outputs
-        return self._one_by_one(round_, [(n, p) for n, p, _b, _a in steps], program, current)
+        return self._one_by_one(round_, [(n, p) for n, p, _b, _a, _l in steps], program, current)
 
     def _one_by_one(self, round_: int, steps: list[tuple[str, Any]], program: Any,
                     current: list[Any]) -> tuple[bool, Any, list[Any]]:
@@ -167,7 +180,7 @@ class _Passes:
             error, scale = _worst_error(self.reference, outputs)
             entry = {"pass": name, "round": round_, "nodes_before": node_count(program),
                      "nodes_after": node_count(result.ep), "max_abs_error": error, "relative_error": error / scale,
-                     "checked": "alone"}
+                     "checked": "alone", **_layers(result.layers)}
             if error > self.tolerance * scale:
                 entry["outcome"] = "dropped"
                 self.dropped.add(name)
@@ -178,9 +191,19 @@ class _Passes:
                 entry["outcome"] = "applied"
                 program, current = result.ep, outputs
                 changed_any = True
-                self.ctx.log.info(f"  {name}: {entry['nodes_before']} -> {entry['nodes_after']} nodes")
+                self.ctx.log.info(f"  {name}: {entry['nodes_before']} -> {entry['nodes_after']} nodes"
+                                  f"{_touched(result.layers)}")
             self.applied.append(entry)
         return changed_any, program, current
+
+
+def _layers(layers: tuple[str, ...]) -> dict[str, Any]:
+    """job.json's `layers` of a pass entry: the module paths a target rewrite changed (generic passes name none)."""
+    return {"layers": list(layers)} if layers else {}
+
+
+def _touched(layers: tuple[str, ...]) -> str:
+    return f" ({', '.join(layers)})" if layers else ""
 
 
 def _verification_inputs(ctx: StepContext) -> tuple[list[Any], str]:
