@@ -1,0 +1,230 @@
+"""graph_quantize's `sensitivity:`: for each weighted layer and each candidate format, the output SNR the model loses
+when that layer alone takes the base format instead, and the layer's cost in each format on the target's own tool.
+
+    - graph_quantize:
+      - scheme: W8-A8
+        sensitivity: [W8-A8, W8-A16]   # the first is the base; `true`: the backend's defaults (DEFAULT_CANDIDATES)
+
+Written to the step's artifacts as layers_sensitivity.json (SENSITIVITY_FILE) and shown by `np report --layers`.
+
+SNR: the base model is the step's input quantized all in the base format; for each (layer, other format) the same
+input quantized with only that layer in the other format (graph_quantize's `layers:` machinery, so the real quantized
+program, RESCALEs at the boundaries and the neighbours' input formats included), calibrated on the step's own
+calibration samples; each program's output SNR against the step's float input on those same samples. Why those and
+not the held-out evaluation inputs: every format is calibrated on the same samples, so on them the SNR moves with the
+format's precision only; on held-out inputs the clipping of ranges two samples did not cover (the same in every
+format) can hide it. `snr_loss_db` = SNR(only this layer in the format) - SNR(base): what the model loses by keeping
+the layer in the base format.
+
+Cost: one compile of the whole model per candidate format (every layer in it; the backend's limits still apply, e.g.
+U55 int16 matmuls stay int8) gives every layer's cost in that format at once, from the tool np profiles with: Vela's
+per-layer cycles through MLIA on Ethos-U, the traced per-layer times of the runtime on this machine (host) for XNNPACK.
+One compile per format instead of one per (layer, format): a layer's cost depends mainly on its own format, so
+F compiles give the table that L x F compiles would, minus the RESCALE a lone layer adds at its boundaries.
+
+What it costs: 1 + L x (F - 1) quantizations (L weighted layers, F formats) and F - 1 more for the uniform programs,
+then F compiles and F estimates (or traced measurements). Off unless asked, so ordinary runs pay nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.files import write_json
+from np_optimizer.layers.files import SENSITIVITY_FILE
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+    from np_optimizer.pipeline.context import StepContext
+    from np_optimizer.quantize.layer_formats import LayerFormats
+
+__all__ = ["SENSITIVITY_FILE", "DEFAULT_CANDIDATES", "candidates_for", "analyse", "sensitivity_step"]
+
+AUTO = "*"  # `sensitivity: true` in run.yaml: the backend's defaults, resolved when the step runs
+DEFAULT_CANDIDATES = {"ethos-u": ("W8-A8", "W8-A16"), "xnnpack": ("W8-A8", "W8-A8_dynamic")}
+_HOST_MEASURE = {"num_executions": 3, "warmup": 1, "num_layer_executions": 5, "timeout": 120}
+
+
+def candidates_for(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
+    return DEFAULT_CANDIDATES.get(backend, ("W8-A8", "float")) if asked == (AUTO,) else asked
+
+
+def _db(value: float) -> float | None:
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def sensitivity_step(ctx: StepContext, asked: tuple[str, ...], samples: list[Any], always_float: frozenset[str],
+                     changes: dict[str, Any]) -> list[str]:
+    """graph_quantize's hook: nothing unless `sensitivity:` asks; else the file, `changes["sensitivity"]` and its
+    warnings."""
+    if not asked:
+        return []
+    changes["sensitivity"], warnings = analyse(ctx, asked, samples, always_float)
+    return warnings
+
+
+class _Quantizer:
+    """The step's input quantized with a plan of formats, and its output SNR against the float input."""
+
+    def __init__(self, ctx: StepContext, samples: list[Any], always_float: frozenset[str]) -> None:
+        import torch
+
+        self.ctx, self.samples, self.always_float = ctx, samples, always_float
+        self.inputs = samples  # the calibration samples: see the module's docstring
+        with torch.no_grad():
+            self.reference = [ctx.program.module()(*x) for x in self.inputs]
+
+    def plan(self, scheme: str, layers: tuple[tuple[str, str], ...] = ()) -> LayerFormats:
+        from np_optimizer.quantize.layer_formats import LayerFormats
+
+        device = self.ctx.run.device
+        return LayerFormats(scheme, layers, float_modules=self.always_float, limit=device.backend_spec.format_limit,
+                            target=device.mlia_target)
+
+    def quantize(self, scheme: str, layers: tuple[tuple[str, str], ...] = ()) -> ExportedProgram:
+        from np_optimizer.quantize.pt2e import quantize_program
+
+        device = self.ctx.run.device
+        return quantize_program(self.ctx.program, backend=device.backend, scheme=scheme, target=device.mlia_target,
+                                calibration=self.samples, keep_float=self.always_float,
+                                formats=self.plan(scheme, layers))
+
+    def snr(self, program: ExportedProgram) -> float:
+        import torch
+
+        from np_optimizer.fidelity import snr_db
+
+        with torch.no_grad():
+            return snr_db(self.reference, [program.module()(*x) for x in self.inputs])
+
+
+def _loss_order(cells: dict[str, dict[str, Any]]) -> float:
+    """A layer's largest SNR loss over its formats (a refused format counts as none)."""
+    return max(float(c["snr_loss_db"]) if c.get("snr_loss_db") is not None else 0.0 for c in cells.values())
+
+
+def _per_layer(ctx: StepContext, q: _Quantizer, formats: tuple[str, ...]
+               ) -> tuple[float, dict[str, dict[str, dict[str, Any]]], ExportedProgram]:
+    """The base model's SNR, each (layer, format)'s SNR and loss, and the base model."""
+    from np_optimizer.quantize.layer_formats import program_keys
+    from np_optimizer.quantize.pt2e import weighted_layers
+
+    base, others = formats[0], formats[1:]
+    ctx.progress(f"sensitivity: {base} everywhere")
+    base_program = q.quantize(base)
+    base_snr = q.snr(base_program)
+    keys = program_keys(ctx.program)
+    modules = [m for m in dict.fromkeys(m for _n, m in weighted_layers(ctx.program)) if m not in q.always_float]
+    rows: dict[str, dict[str, dict[str, Any]]] = {m: {base: {"snr_db": _db(base_snr), "snr_loss_db": 0.0}}
+                                                  for m in modules}
+    for index, module in enumerate(modules, 1):
+        for fmt in others:
+            plan = q.plan(base, ((module, fmt),))
+            refused = next((r for k in keys if (r := plan.refused(k)) is not None), None)
+            if refused is not None:  # the target refuses it (U55 int16 matmul): no program to measure
+                rows[module][fmt] = {"snr_db": None, "snr_loss_db": None, "refused": refused[1]}
+                continue
+            ctx.progress(f"sensitivity {index}/{len(modules)}: {module} in {fmt}")
+            value = q.snr(q.quantize(base, ((module, fmt),)))
+            rows[module][fmt] = {"snr_db": _db(value), "snr_loss_db": _db(value - base_snr)}
+    return base_snr, rows, base_program
+
+
+def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
+            always_float: frozenset[str]) -> tuple[dict[str, Any], list[str]]:
+    """Measure every (weighted layer, format) and write the file; returns job.json's summary and the warnings."""
+    device = ctx.run.device
+    formats = candidates_for(asked, device.backend)
+    start = time.perf_counter()
+    q = _Quantizer(ctx, samples, always_float)
+    base_snr, rows, base_program = _per_layer(ctx, q, formats)
+    snr_seconds = time.perf_counter() - start
+    uniform = {formats[0]: base_program}
+    for fmt in formats[1:]:
+        ctx.progress(f"sensitivity: {fmt} everywhere (its cost)")
+        uniform[fmt] = q.quantize(fmt)
+    costs, cost_about, warnings = _costs(ctx, uniform)
+    for module, by_format in rows.items():
+        for fmt, cell in by_format.items():
+            cell["cost"] = costs.get(fmt, {}).get(module)
+    ranked = sorted(rows.items(), key=lambda item: -_loss_order(item[1]))
+    seconds = {"snr": round(snr_seconds, 2), "total": round(time.perf_counter() - start, 2)}
+    document = {"schema_version": 1, "checkpoint": "GRAPH_QUANTIZE", "device": device.name, "base": formats[0],
+                "formats": list(formats), "base_snr_db": _db(base_snr),
+                "snr": {"vs": "the step's input program (float)", "inputs": "the step's calibration samples",
+                        "calibration_samples": len(samples),
+                        "how": "output SNR of the model quantized in the base format with only this layer in the "
+                               "format; snr_loss_db: that SNR minus the base model's (what the layer loses in the "
+                               "base format)"},
+                "cost": cost_about, "seconds": seconds, "warnings": warnings,
+                "layers": [{"module": m, "formats": cells} for m, cells in ranked]}
+    write_json(ctx.artifacts_dir / SENSITIVITY_FILE, document)
+    ctx.log.info(f"  sensitivity: {len(rows)} layer(s) x {len(formats)} format(s) in {seconds['total']:.1f} s "
+                 f"({SENSITIVITY_FILE})")
+    return {"file": SENSITIVITY_FILE, "formats": list(formats), "layers": len(rows), "seconds": seconds,
+            "most_sensitive": ranked[0][0] if ranked else None}, warnings
+
+
+def _costs(ctx: StepContext, uniform: dict[str, ExportedProgram]
+           ) -> tuple[dict[str, dict[str, float]], dict[str, Any], list[str]]:
+    """Per format, each module's cost from one compile of the whole model in that format, and how it was had."""
+    from np_optimizer.compile import compile_checkpoint
+    from np_optimizer.devices import get_device
+    from np_optimizer.errors import NpError
+    from np_optimizer.files import read_json
+    from np_optimizer.graph.program_io import save_program
+    from np_optimizer.models.source import sha256_file
+    from np_optimizer.profiler.methods import get_method
+    from np_optimizer.profiler.request import ProfileRequest
+    from np_optimizer.records.status import CompileStatus
+
+    device = ctx.run.device
+    on_npu = bool(device.backend_spec.layer_costs)
+    method, where = ("mlia", device) if on_npu else ("on-device", get_device("host"))
+    costs: dict[str, dict[str, float]] = {}
+    about: dict[str, Any] = {"unit": None, "method": method, "measured_on": where.name, "totals": {},
+                             "how": "one compile of the whole model per format (every layer in it, the backend's "
+                                    "limits applied): each layer's cost in that format, summed over its rows"}
+    warnings: list[str] = []
+    for fmt, program in uniform.items():
+        folder = ctx.artifacts_dir / "sensitivity" / fmt
+        ctx.progress(f"sensitivity: the cost of {fmt} ({method} on {where.name})")
+        path = save_program(program, folder / "model.pt2")
+        sha = sha256_file(path)
+        compiled = compile_checkpoint(path, device, folder / "compiled", program_sha256=sha)
+        if compiled.status != CompileStatus.OK:
+            warnings.append(f"No cost in {fmt}: its compile for {device.name} is {compiled.status} "
+                            f"({compiled.reason}).")
+            continue
+        request = ProfileRequest(checkpoint=f"GRAPH_QUANTIZE[{fmt}]", job=ctx.artifacts_dir.parent.name,
+                                 program_path=path, program_sha256=sha, compiled=compiled,
+                                 compiled_dir=folder / "compiled", device=where, options=dict(_HOST_MEASURE),
+                                 work_dir=folder / "profile", log=ctx.log)
+        try:
+            output = get_method(method).profile(request)
+        except NpError as exc:
+            warnings.append(f"No cost in {fmt}: {exc.message}")
+            continue
+        name = output.artifacts.get("layers")
+        if not name:
+            warnings.append(f"No per-layer cost in {fmt}: the {method} round gave none ({'; '.join(output.warnings)})")
+            continue
+        document = read_json(request.work_dir / name)
+        about["unit"] = (document.get("cost") or {}).get("unit")
+        about["source"] = (document.get("cost") or {}).get("source")
+        about["totals"][fmt] = (document.get("cost") or {}).get("total")
+        per_module: dict[str, float] = {}
+        for entry in document.get("layers") or []:
+            module = entry.get("module") or entry.get("key")
+            if module and entry.get("cost") is not None:
+                per_module[str(module)] = per_module.get(str(module), 0.0) + float(entry["cost"])
+        costs[fmt] = per_module
+        about.setdefault("files", {})[fmt] = str(Path("sensitivity") / fmt / "profile" / name)
+    if not on_npu:
+        warnings.append(f"Costs on {device.name} are the traced per-layer times of this machine (host), which "
+                        "ranks the formats as the device's CPU would, not its own times.")
+    return costs, about, warnings
