@@ -3,7 +3,7 @@ when that layer alone takes the base format instead, and the layer's cost in eac
 
     - graph_quantize:
       - scheme: W8-A8
-        sensitivity: [W8-A8, W8-A16]   # the first is the base; `true`: the backend's defaults (DEFAULT_CANDIDATES)
+        sensitivity: [W8-A8, W8-A16]   # the first is the base; `true`: the backend's first two schemes
 
 Written to the step's artifacts as layers_sensitivity.json (SENSITIVITY_FILE) and shown by `np report --layers`.
 
@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from np_optimizer.backends.base import FLOAT
+from np_optimizer.config.layer_formats import SENSITIVITY_AUTO
 from np_optimizer.files import write_json
 from np_optimizer.layers.files import SENSITIVITY_FILE
 
@@ -42,15 +44,14 @@ if TYPE_CHECKING:
     from np_optimizer.pipeline.context import StepContext
     from np_optimizer.quantize.layer_formats import LayerFormats
 
-__all__ = ["SENSITIVITY_FILE", "DEFAULT_CANDIDATES", "candidates_for", "analyse", "sensitivity_step"]
+__all__ = ["SENSITIVITY_FILE", "candidates_for", "analyse", "sensitivity_step"]
 
-AUTO = "*"  # `sensitivity: true` in run.yaml: the backend's defaults, resolved when the step runs
-DEFAULT_CANDIDATES = {"ethos-u": ("W8-A8", "W8-A16"), "xnnpack": ("W8-A8", "W8-A8_dynamic")}
 _HOST_MEASURE = {"num_executions": 3, "warmup": 1, "num_layer_executions": 5, "timeout": 120}
 
 
-def candidates_for(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
-    return DEFAULT_CANDIDATES.get(backend, ("W8-A8", "float")) if asked == (AUTO,) else asked
+def candidates_for(asked: tuple[str, ...], schemes: tuple[str, ...]) -> tuple[str, ...]:
+    """`true`: the backend's first two schemes (Ethos-U W8-A8 and W8-A16, XNNPACK W8-A8 and W8-A8_dynamic)."""
+    return (*schemes[:2], FLOAT)[:2] if asked == (SENSITIVITY_AUTO,) else asked
 
 
 def _db(value: float) -> float | None:
@@ -138,7 +139,7 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
             always_float: frozenset[str]) -> tuple[dict[str, Any], list[str]]:
     """Measure every (weighted layer, format) and write the file; returns job.json's summary and the warnings."""
     device = ctx.run.device
-    formats = candidates_for(asked, device.backend)
+    formats = candidates_for(asked, device.backend_spec.scheme_names)
     start = time.perf_counter()
     q = _Quantizer(ctx, samples, always_float)
     base_snr, rows, base_program = _per_layer(ctx, q, formats)
@@ -173,7 +174,7 @@ def _costs(ctx: StepContext, uniform: dict[str, ExportedProgram]
            ) -> tuple[dict[str, dict[str, float]], dict[str, Any], list[str]]:
     """Per format, each module's cost from one compile of the whole model in that format, and how it was had."""
     from np_optimizer.compile import compile_checkpoint
-    from np_optimizer.devices import get_device
+    from np_optimizer.devices import default_method, get_device
     from np_optimizer.errors import NpError
     from np_optimizer.files import read_json
     from np_optimizer.graph.program_io import save_program
@@ -184,7 +185,8 @@ def _costs(ctx: StepContext, uniform: dict[str, ExportedProgram]
 
     device = ctx.run.device
     on_npu = bool(device.backend_spec.layer_costs)
-    method, where = ("mlia", device) if on_npu else ("on-device", get_device("host"))
+    where = device if on_npu else get_device("host")  # a CPU device's figures: traced on this machine
+    method = default_method(where)
     costs: dict[str, dict[str, float]] = {}
     about: dict[str, Any] = {"unit": None, "method": method, "measured_on": where.name, "totals": {},
                              "how": "one compile of the whole model per format (every layer in it, the backend's "
