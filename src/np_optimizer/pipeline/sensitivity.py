@@ -104,7 +104,7 @@ class _Quantizer:
 
 
 def _loss_order(cells: dict[str, dict[str, Any]]) -> float:
-    """A layer's largest SNR loss over its formats (a refused format counts as none)."""
+    """A layer's largest SNR loss over its formats."""
     return max(float(c["snr_loss_db"]) if c.get("snr_loss_db") is not None else 0.0 for c in cells.values())
 
 
@@ -125,13 +125,13 @@ def _per_layer(ctx: StepContext, q: _Quantizer, formats: tuple[str, ...]
     for index, module in enumerate(modules, 1):
         for fmt in others:
             plan = q.plan(base, ((module, fmt),))
-            refused = next((r for k in keys if (r := plan.refused(k)) is not None), None)
-            if refused is not None:  # the target refuses it (U55 int16 matmul): no program to measure
-                rows[module][fmt] = {"snr_db": None, "snr_loss_db": None, "refused": refused[1]}
-                continue
+            # ops of the layer the target refuses in the format (U55 int16 matmul) keep the limit's format, as in
+            # the uniform compile; measured all the same, and said
+            limited = next((r[1] for k in keys if (r := plan.refused(k)) is not None), None)
             ctx.progress(f"sensitivity {index}/{len(modules)}: {module} in {fmt}")
             value = q.snr(q.quantize(base, ((module, fmt),)))
-            rows[module][fmt] = {"snr_db": _db(value), "snr_loss_db": _db(value - base_snr)}
+            rows[module][fmt] = {"snr_db": _db(value), "snr_loss_db": _db(value - base_snr),
+                                 **({"limited": limited} if limited else {})}
     return base_snr, rows, base_program
 
 

@@ -46,7 +46,7 @@ def show_layers(record: LayersRecord, mode: str) -> None:
                  " ".join(str(i) for i in as_list(e.get("raw_ids"))), e.get("reason")] for e in record.layers]
         print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
         if record.sensitivity:
-            print_plain(["module", "format", "snr_db", "snr_loss_db", "cost", "cost_unit", "refused"],
+            print_plain(["module", "format", "snr_db", "snr_loss_db", "cost", "cost_unit", "limited"],
                         [[row[0], fmt, *cell] for row in _sensitivity_rows(record.sensitivity)
                          for fmt, cell in row[1]], section=f"sensitivity:{record.checkpoint}")
         return
@@ -93,14 +93,15 @@ def show_layers(record: LayersRecord, mode: str) -> None:
 
 
 def _sensitivity_rows(doc: dict[str, Any]) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
-    """Per layer (as the file ranks them: the largest SNR loss first), per format: SNR, loss, cost, unit, refused."""
+    """Per layer (as the file ranks them: the largest SNR loss first), per format: SNR, loss, cost, unit, and the
+    backend limit that kept some of its ops in another format."""
     unit = str(as_object(doc.get("cost")).get("unit") or "")
     formats = [str(f) for f in as_list(doc.get("formats"))]
     out = []
     for layer in (as_object(x) for x in as_list(doc.get("layers"))):
         cells = [(f, as_object(as_object(layer.get("formats")).get(f))) for f in formats]
         out.append((str(layer.get("module")), [(f, [c.get("snr_db"), c.get("snr_loss_db"), c.get("cost"), unit,
-                                                    c.get("refused")]) for f, c in cells]))
+                                                    c.get("limited")]) for f, c in cells]))
     return out
 
 
@@ -113,7 +114,7 @@ def _show_sensitivity(checkpoint: str, doc: dict[str, Any]) -> None:
     cells = []
     for module, by_format in _sensitivity_rows(doc):
         values = dict(by_format)
-        losses = ["refused" if values[f][4] else "-" if values[f][1] is None else f"{values[f][1]:+.2f}"
+        losses = [("-" if values[f][1] is None else f"{values[f][1]:+.2f}") + (" *" if values[f][4] else "")
                   for f in formats[1:]]
         cells.append([module, *losses, *(cost_text(values[f][2], unit) for f in formats)])
     columns = ["Layer (module path)", *(f"SNR loss vs {f} (dB)" for f in formats[1:]),
@@ -122,7 +123,8 @@ def _show_sensitivity(checkpoint: str, doc: dict[str, Any]) -> None:
     print_table(f"{checkpoint}: sensitivity and cost per format (base {base}, model SNR {doc.get('base_snr_db')} dB)",
                 columns, cells, caption=f"SNR loss: the model's output SNR with only this layer in the format, minus "
                 f"the all-{base} model's. Cost: one compile of the whole model per format, {cost.get('method')} on "
-                f"{cost.get('measured_on')}. Analysis took {seconds} s ({SENSITIVITY_FILE}).")
+                f"{cost.get('measured_on')}. Analysis took {seconds} s ({SENSITIVITY_FILE}). *: some of the layer's ops "
+                f"kept another format (the target's limit; the file says which).")
     for text in as_list(doc.get("warnings")):
         warn(str(text))
 
