@@ -32,7 +32,7 @@ class Cancel(nn.Linear):
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc1, self.cancel, self.head = nn.Linear(16, 16), Cancel(16, 32), nn.Linear(16, 4)
+        self.fc1, self.cancel, self.head = nn.Linear(256, 256), Cancel(256, 512), nn.Linear(256, 4)
         with torch.no_grad():
             self.cancel.bias.fill_(40.0)
 
@@ -42,7 +42,7 @@ class Net(nn.Module):
 
 def build():
     torch.manual_seed(0)
-    return Net().eval(), (torch.randn(1, 16),)
+    return Net().eval(), (torch.randn(1, 256),)
 '''
 DETAIL = "detail:\n  graph_quantize[0]:\n    calibration:\n      num_samples: 2\n"
 
@@ -115,5 +115,7 @@ def test_sensitivity_and_traced_times_per_format_on_xnnpack(tmp_path: Path, run_
     _check(doc, ["W8-A8", "W8-A8_dynamic"], "ms")
     assert doc["cost"]["method"] == "on-device" and doc["cost"]["measured_on"] == "host"
     assert all(doc["cost"]["totals"][fmt] > 0 for fmt in ("W8-A8", "W8-A8_dynamic"))
+    assert all(layer["formats"][fmt]["cost"] > 0 for layer in doc["layers"] if layer["module"] != "head"
+               for fmt in ("W8-A8", "W8-A8_dynamic"))  # wide enough to take whole microseconds
     text = _report(exp, run_np, monkeypatch)
     assert "SNR loss vs W8-A8_dynamic (dB)" in text and "W8-A8_dynamic (Time (ms))" in text

@@ -120,11 +120,12 @@ def _show_sensitivity(checkpoint: str, doc: dict[str, Any]) -> None:
     columns = ["Layer (module path)", *(f"SNR loss vs {f} (dB)" for f in formats[1:]),
                *(f"{f} ({COST_HEADER.get(unit, unit) or 'cost'})" for f in formats)]
     seconds = as_object(doc.get("seconds")).get("total")
-    print_table(f"{checkpoint}: sensitivity and cost per format (base {base}, model SNR {doc.get('base_snr_db')} dB)",
+    print_table(f"{checkpoint}: sensitivity and cost per format (all-{base} SNR {doc.get('base_snr_db')} dB)",
                 columns, cells, caption=f"SNR loss: the model's output SNR with only this layer in the format, minus "
                 f"the all-{base} model's. Cost: one compile of the whole model per format, {cost.get('method')} on "
-                f"{cost.get('measured_on')}. Analysis took {seconds} s ({SENSITIVITY_FILE}). *: some of the layer's ops "
-                f"kept another format (the target's limit; the file says which).")
+                f"{cost.get('measured_on')}. Analysis took {seconds} s ({SENSITIVITY_FILE})." + (
+                    " *: some of the layer's ops kept another format (the target's limit; the file says which)."
+                    if any("*" in str(c) for row in cells for c in row[1:]) else ""))
     for text in as_list(doc.get("warnings")):
         warn(str(text))
 
