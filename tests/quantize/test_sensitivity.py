@@ -73,6 +73,10 @@ def _run(tmp_path: Path, device: str, sensitivity: str) -> tuple[Path, dict[str,
     doc = json.loads((exp / "01_graph_quantize" / "artifacts" / "layers_sensitivity.json").read_text())
     job = json.loads((exp / "01_graph_quantize" / "job.json").read_text())
     assert job["changes"]["sensitivity"]["most_sensitive"] == "cancel"
+    # each format's per-layer file is kept; its compile and round (a .pt2, a .pte, Vela's output) are not
+    kept = sorted(p.name for p in (exp / "01_graph_quantize" / "artifacts" / "sensitivity").iterdir())
+    assert kept == sorted(f"{fmt}.layers.json" for fmt in doc["formats"]) == sorted(
+        Path(name).name for name in doc["cost"]["files"].values())
     return exp, doc
 
 

@@ -41,6 +41,7 @@ from np_optimizer.layers.files import SENSITIVITY_FILE
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
+    from np_optimizer.devices import Device
     from np_optimizer.pipeline.context import StepContext
     from np_optimizer.quantize.layer_formats import LayerFormats
 
@@ -172,9 +173,51 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
 
 def _costs(ctx: StepContext, uniform: dict[str, ExportedProgram]
            ) -> tuple[dict[str, dict[str, float]], dict[str, Any], list[str]]:
-    """Per format, each module's cost from one compile of the whole model in that format, and how it was had."""
-    from np_optimizer.compile import compile_checkpoint
+    """Per format, each module's cost from one compile of the whole model in that format, and how it was had. The
+    compiles and rounds are made in a temporary folder (the compile cache keeps the compiles; the step cache would
+    otherwise store them with the job's artifacts); each format's per-layer file is kept in artifacts/sensitivity/."""
+    import tempfile
+
     from np_optimizer.devices import default_method, get_device
+
+    device = ctx.run.device
+    on_npu = bool(device.backend_spec.layer_costs)
+    where = device if on_npu else get_device("host")  # a CPU device's figures: traced on this machine
+    method = default_method(where)
+    costs: dict[str, dict[str, float]] = {}
+    about: dict[str, Any] = {"unit": None, "method": method, "measured_on": where.name, "totals": {}, "files": {},
+                             "how": "one compile of the whole model per format (every layer in it, the backend's "
+                                    "limits applied): each layer's cost in that format, summed over its rows"}
+    warnings: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="np-sensitivity-") as work:
+        for fmt, program in uniform.items():
+            ctx.progress(f"sensitivity: the cost of {fmt} ({method} on {where.name})")
+            document = _round(ctx, program, Path(work) / fmt, method, where, warnings, fmt)
+            if document is None:
+                continue
+            cost = document.get("cost") or {}
+            about.update(unit=cost.get("unit"), source=cost.get("source"))
+            about["totals"][fmt] = cost.get("total")
+            per_module: dict[str, float] = {}
+            for entry in document.get("layers") or []:
+                module = entry.get("module") or entry.get("key")
+                if module and entry.get("cost") is not None:
+                    per_module[str(module)] = per_module.get(str(module), 0.0) + float(entry["cost"])
+            costs[fmt] = per_module
+            name = f"sensitivity/{fmt}.layers.json"
+            write_json(ctx.artifacts_dir / name, document)
+            about["files"][fmt] = name
+    if not on_npu:
+        warnings.append(f"Costs on {device.name} are the traced per-layer times of this machine (host), which "
+                        "ranks the formats as the device's CPU would, not its own times.")
+    return costs, about, warnings
+
+
+def _round(ctx: StepContext, program: ExportedProgram, folder: Path, method: str, where: Device,
+           warnings: list[str], fmt: str) -> dict[str, Any] | None:
+    """One compile of `program` for the step's device and the method's round on it: the round's per-layer document,
+    or None with the reason in `warnings`."""
+    from np_optimizer.compile import compile_checkpoint
     from np_optimizer.errors import NpError
     from np_optimizer.files import read_json
     from np_optimizer.graph.program_io import save_program
@@ -184,49 +227,23 @@ def _costs(ctx: StepContext, uniform: dict[str, ExportedProgram]
     from np_optimizer.records.status import CompileStatus
 
     device = ctx.run.device
-    on_npu = bool(device.backend_spec.layer_costs)
-    where = device if on_npu else get_device("host")  # a CPU device's figures: traced on this machine
-    method = default_method(where)
-    costs: dict[str, dict[str, float]] = {}
-    about: dict[str, Any] = {"unit": None, "method": method, "measured_on": where.name, "totals": {},
-                             "how": "one compile of the whole model per format (every layer in it, the backend's "
-                                    "limits applied): each layer's cost in that format, summed over its rows"}
-    warnings: list[str] = []
-    for fmt, program in uniform.items():
-        folder = ctx.artifacts_dir / "sensitivity" / fmt
-        ctx.progress(f"sensitivity: the cost of {fmt} ({method} on {where.name})")
-        path = save_program(program, folder / "model.pt2")
-        sha = sha256_file(path)
-        compiled = compile_checkpoint(path, device, folder / "compiled", program_sha256=sha)
-        if compiled.status != CompileStatus.OK:
-            warnings.append(f"No cost in {fmt}: its compile for {device.name} is {compiled.status} "
-                            f"({compiled.reason}).")
-            continue
-        request = ProfileRequest(checkpoint=f"GRAPH_QUANTIZE[{fmt}]", job=ctx.artifacts_dir.parent.name,
-                                 program_path=path, program_sha256=sha, compiled=compiled,
-                                 compiled_dir=folder / "compiled", device=where, options=dict(_HOST_MEASURE),
-                                 work_dir=folder / "profile", log=ctx.log)
-        try:
-            output = get_method(method).profile(request)
-        except NpError as exc:
-            warnings.append(f"No cost in {fmt}: {exc.message}")
-            continue
-        name = output.artifacts.get("layers")
-        if not name:
-            warnings.append(f"No per-layer cost in {fmt}: the {method} round gave none ({'; '.join(output.warnings)})")
-            continue
-        document = read_json(request.work_dir / name)
-        about["unit"] = (document.get("cost") or {}).get("unit")
-        about["source"] = (document.get("cost") or {}).get("source")
-        about["totals"][fmt] = (document.get("cost") or {}).get("total")
-        per_module: dict[str, float] = {}
-        for entry in document.get("layers") or []:
-            module = entry.get("module") or entry.get("key")
-            if module and entry.get("cost") is not None:
-                per_module[str(module)] = per_module.get(str(module), 0.0) + float(entry["cost"])
-        costs[fmt] = per_module
-        about.setdefault("files", {})[fmt] = str(Path("sensitivity") / fmt / "profile" / name)
-    if not on_npu:
-        warnings.append(f"Costs on {device.name} are the traced per-layer times of this machine (host), which "
-                        "ranks the formats as the device's CPU would, not its own times.")
-    return costs, about, warnings
+    path = save_program(program, folder / "model.pt2")
+    sha = sha256_file(path)
+    compiled = compile_checkpoint(path, device, folder / "compiled", program_sha256=sha)
+    if compiled.status != CompileStatus.OK:
+        warnings.append(f"No cost in {fmt}: its compile for {device.name} is {compiled.status} ({compiled.reason}).")
+        return None
+    request = ProfileRequest(checkpoint=f"GRAPH_QUANTIZE[{fmt}]", job=ctx.artifacts_dir.parent.name,
+                             program_path=path, program_sha256=sha, compiled=compiled,
+                             compiled_dir=folder / "compiled", device=where, options=dict(_HOST_MEASURE),
+                             work_dir=folder / "profile", log=ctx.log)
+    try:
+        output = get_method(method).profile(request)
+    except NpError as exc:
+        warnings.append(f"No cost in {fmt}: {exc.message}")
+        return None
+    name = output.artifacts.get("layers")
+    if not name:
+        warnings.append(f"No per-layer cost in {fmt}: the {method} round gave none ({'; '.join(output.warnings)})")
+        return None
+    return read_json(request.work_dir / name)
