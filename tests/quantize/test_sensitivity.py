@@ -62,6 +62,20 @@ def test_bad_sensitivity_is_a_line_with_a_hint(tmp_path: Path, value: str, devic
     assert "sensitivity: [W8-A8, W8-A16]" in str(found[0].hint)
 
 
+def test_greedy_moves_take_free_gains_first_then_gain_per_unit_of_cost() -> None:
+    from np_optimizer.pipeline.sensitivity import greedy_moves
+
+    def cells(loss16: float | None, cost8: float, cost16: float) -> dict[str, dict[str, Any]]:
+        return {"W8-A8": {"snr_loss_db": 0.0, "cost": cost8}, "W8-A16": {"snr_loss_db": loss16, "cost": cost16}}
+
+    rows = {"a": cells(6.0, 100, 400), "b": cells(4.0, 100, 120), "free": cells(1.0, 50, 40),
+            "none": cells(0.0, 10, 20), "unmeasured": cells(None, 10, 20)}
+    moves = greedy_moves(rows, "W8-A8")
+    assert [(m["module"], m["format"]) for m in moves] == [("free", "W8-A16"), ("b", "W8-A16"), ("a", "W8-A16")]
+    assert [m["extra_cost"] for m in moves] == [-10, 20, 300]
+    assert moves[-1]["predicted_snr_gain_db"] == 11.0 and moves[-1]["predicted_extra_cost"] == 310
+
+
 def _run(tmp_path: Path, device: str, sensitivity: str) -> tuple[Path, dict[str, Any]]:
     from np_optimizer import api
 
@@ -109,7 +123,8 @@ def test_sensitivity_and_vela_cycles_per_format_on_ethos_u55(tmp_path: Path, run
     assert doc["cost"]["method"] == "mlia" and set(doc["cost"]["totals"]) == {"W8-A8", "W8-A16"}
     text = _report(exp, run_np, monkeypatch)
     assert "SNR loss vs W8-A16 (dB)" in text and "W8-A8 (Cycles)" in text and "W8-A16 (Cycles)" in text
-    assert text.index("cancel") < text.index("fc1")
+    assert text.index("cancel") < text.index("fc1") and "Greedy move" in text
+    assert doc["moves"][0]["module"] == "cancel" and doc["moves"][0]["format"] == "W8-A16"
 
 
 @pytest.mark.np_run

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from np_optimizer.pipeline.context import StepContext
     from np_optimizer.quantize.layer_formats import LayerFormats
 
-__all__ = ["SENSITIVITY_FILE", "candidates_for", "analyse", "sensitivity_step"]
+__all__ = ["SENSITIVITY_FILE", "candidates_for", "greedy_moves", "analyse", "sensitivity_step"]
 
 _HOST_MEASURE = {"num_executions": 3, "warmup": 1, "num_layer_executions": 5, "timeout": 120}
 
@@ -102,6 +102,31 @@ class _Quantizer:
 
         with torch.no_grad():
             return snr_db(self.reference, [program.module()(*x) for x in self.inputs])
+
+
+def greedy_moves(rows: dict[str, dict[str, dict[str, Any]]], base: str) -> list[dict[str, Any]]:
+    """The per-layer moves out of the base format in greedy order, as AIMET's AMP orders them: each layer's best move
+    (the format with the most SNR gained per unit of extra cost), moves that gain SNR at no extra cost first (by gain),
+    then by gain per unit of cost; moves that gain nothing are left out. `predicted_*` sums the per-layer figures
+    along the order: a prediction (the layers' effects do not simply add), never a measurement."""
+    best: list[tuple[float, float, str, str, float, float]] = []
+    for module, cells in rows.items():
+        base_cost = cells[base].get("cost")
+        options = []
+        for fmt, cell in cells.items():
+            gain, cost = cell.get("snr_loss_db"), cell.get("cost")
+            if fmt == base or gain is None or gain <= 0 or cost is None or base_cost is None:
+                continue
+            extra = float(cost) - float(base_cost)
+            options.append((0 if extra <= 0 else 1, -gain if extra <= 0 else -gain / extra, module, fmt, gain, extra))
+        if options:
+            best.append(min(options))
+    out, gained, spent = [], 0.0, 0.0
+    for _free, _order, module, fmt, gain, extra in sorted(best):
+        gained, spent = gained + gain, spent + extra
+        out.append({"module": module, "format": fmt, "snr_gain_db": round(gain, 3), "extra_cost": round(extra, 6),
+                    "predicted_snr_gain_db": round(gained, 3), "predicted_extra_cost": round(spent, 6)})
+    return out
 
 
 def _loss_order(cells: dict[str, dict[str, Any]]) -> float:
@@ -163,7 +188,8 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
                                "format; snr_loss_db: that SNR minus the base model's (what the layer loses in the "
                                "base format)"},
                 "cost": cost_about, "seconds": seconds, "warnings": warnings,
-                "layers": [{"module": m, "formats": cells} for m, cells in ranked]}
+                "layers": [{"module": m, "formats": cells} for m, cells in ranked],
+                "moves": greedy_moves(rows, formats[0])}
     write_json(ctx.artifacts_dir / SENSITIVITY_FILE, document)
     ctx.log.info(f"  sensitivity: {len(rows)} layer(s) x {len(formats)} format(s) in {seconds['total']:.1f} s "
                  f"({SENSITIVITY_FILE})")

@@ -111,21 +111,24 @@ def _show_sensitivity(checkpoint: str, doc: dict[str, Any]) -> None:
     formats = [str(f) for f in as_list(doc.get("formats"))]
     base, cost = formats[0], as_object(doc.get("cost"))
     unit = str(cost.get("unit") or "")
+    moves = {str(m.get("module")): f"{i}: {m.get('format')}"
+             for i, m in enumerate((as_object(x) for x in as_list(doc.get("moves"))), 1)}
     cells = []
     for module, by_format in _sensitivity_rows(doc):
         values = dict(by_format)
         losses = [("-" if values[f][1] is None else f"{values[f][1]:+.2f}") + (" *" if values[f][4] else "")
                   for f in formats[1:]]
-        cells.append([module, *losses, *(cost_text(values[f][2], unit) for f in formats)])
+        cells.append([module, *losses, *(cost_text(values[f][2], unit) for f in formats), moves.get(module, "-")])
     columns = ["Layer (module path)", *(f"SNR loss vs {f} (dB)" for f in formats[1:]),
-               *(f"{f} ({COST_HEADER.get(unit, unit) or 'cost'})" for f in formats)]
+               *(f"{f} ({COST_HEADER.get(unit, unit) or 'cost'})" for f in formats), "Greedy move"]
     seconds = as_object(doc.get("seconds")).get("total")
     print_table(f"{checkpoint}: sensitivity and cost per format (all-{base} SNR {doc.get('base_snr_db')} dB)",
                 columns, cells, caption=f"SNR loss: the model's output SNR with only this layer in the format, minus "
                 f"the all-{base} model's. Cost: one compile of the whole model per format, {cost.get('method')} on "
-                f"{cost.get('measured_on')}. Analysis took {seconds} s ({SENSITIVITY_FILE})." + (
+                f"{cost.get('measured_on')}. Greedy move: the order in which to leave {base}, by SNR gained per "
+                f"unit of extra cost (free gains first). Analysis took {seconds} s ({SENSITIVITY_FILE})." + (
                     " *: some of the layer's ops kept another format (the target's limit; the file says which)."
-                    if any("*" in str(c) for row in cells for c in row[1:]) else ""))
+                    if any("*" in str(c) for row in cells for c in row[1:-1]) else ""))
     for text in as_list(doc.get("warnings")):
         warn(str(text))
 
