@@ -24,6 +24,10 @@ F compiles give the table that L x F compiles would, minus the RESCALE a lone la
 
 What it costs: 1 + L x (F - 1) quantizations (L weighted layers, F formats) and F - 1 more for the uniform programs,
 then F compiles and F estimates (or traced measurements). Off unless asked, so ordinary runs pay nothing.
+
+The file also orders the moves out of the base format greedily (greedy_moves: SNR gained per unit of extra cost), the
+order a sweep would take them in; the compiles and rounds are made in a temporary folder, and each format's per-layer
+file is kept in artifacts/sensitivity/.
 """
 
 from __future__ import annotations
