@@ -24,8 +24,9 @@ from np_optimizer.quantize.layer_formats import LayerFormats, NodeKey, nearest_p
 if TYPE_CHECKING:
     from np_optimizer.devices import Device
 
-__all__ = ["parse_layers", "layer_issues", "step_formats", "GRAPH_KEY"]
+__all__ = ["parse_layers", "parse_sensitivity", "layer_issues", "step_formats", "GRAPH_KEY", "SENSITIVITY_AUTO"]
 
+SENSITIVITY_AUTO = "*"  # `sensitivity: true`: the backend's candidates, resolved when the step runs
 GRAPH_KEY = "graph"  # the model entry's node keys (NodeKey list), when the caller has the model's graph
 
 
@@ -60,6 +61,23 @@ def parse_layers(raw: Any, loc: str, device: Device | None,
             continue
         out.append((pattern.strip(), fmt))
     return tuple(out)
+
+
+def parse_sensitivity(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue]) -> tuple[str, ...]:
+    """graph_quantize's `sensitivity:` (pipeline/sensitivity.py): null/false (off), true (the backend's candidate
+    formats), or a list of two or more formats, the base first."""
+    if raw is None or raw is False:
+        return ()
+    if raw is True:
+        return (SENSITIVITY_AUTO,)
+    known = device_formats(device) if device is not None else (*all_scheme_names(), FLOAT)
+    picked = [match(v, known) for v in raw] if isinstance(raw, list) else []
+    if len(picked) < 2 or None in picked or len(set(picked)) < len(picked):
+        issues.append(issue("R039", L_SCHEMA if not isinstance(raw, list) else L_DEVICE, loc,
+                            f"sensitivity takes true or a list of two or more distinct formats, the base first; got "
+                            f"{raw!r}.", f"Example: `sensitivity: [W8-A8, W8-A16]`. Formats here: {', '.join(known)}."))
+        return ()
+    return tuple(str(p) for p in picked)
 
 
 def layer_issues(scheme: str, layers: tuple[tuple[str, str], ...], keys: Iterable[NodeKey], device: Device,

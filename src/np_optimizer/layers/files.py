@@ -19,9 +19,11 @@ from np_optimizer.files import CorruptFileError, read_json, write_text
 from np_optimizer.records.parts import Fidelity
 from np_optimizer.records.results import ProfileResult
 
-__all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "write_layers", "layers_path", "read_numerics"]
+__all__ = ["LAYERS_FILE", "LAYERS_SCHEMA", "aggregate", "read_layers", "write_layers", "layers_path", "read_numerics",
+           "SENSITIVITY_FILE", "read_sensitivity"]
 
 LAYERS_FILE = "layers.json"
+SENSITIVITY_FILE = "layers_sensitivity.json"  # graph_quantize's `sensitivity:` (pipeline/sensitivity.py)
 LAYERS_SCHEMA = 1
 _SUMMED = ("cycles", "npu_cycles", "sram_access_cycles", "dram_access_cycles", "on_chip_flash_access_cycles",
            "off_chip_flash_access_cycles", "macs", "graph_macs", "time_ms")
@@ -108,4 +110,19 @@ def read_numerics(experiment: Path, fidelity: Fidelity | None) -> tuple[dict[str
         return None, f"The per-layer SNR file {name} is unreadable ({exc}): no per-layer SNR shown."
     if int(data.get("schema_version") or 0) > 1 or not isinstance(data.get("layers"), list):
         return None, f"The per-layer SNR file {name} is of another np version: no per-layer SNR shown."
+    return data, None
+
+
+def read_sensitivity(job_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A job's layers_sensitivity.json (in its artifacts), or None (a job that did not ask for one), or None with a
+    warning when it is unreadable or of another np version."""
+    path = job_dir / "artifacts" / SENSITIVITY_FILE
+    if not path.is_file():
+        return None, None
+    try:
+        data = read_json(path)
+    except (OSError, CorruptFileError) as exc:
+        return None, f"The sensitivity file {path.name} is unreadable ({exc}): no per-format columns shown."
+    if int(data.get("schema_version") or 0) > 1 or not isinstance(data.get("layers"), list):
+        return None, f"The sensitivity file {path.name} is of another np version: no per-format columns shown."
     return data, None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from np_optimizer.records.base import Record
-from np_optimizer.records.codec import JsonValue
+from np_optimizer.records.codec import OMITTED_WHEN_NONE, JsonValue
 from np_optimizer.records.report import BudgetVerdict, ExperimentReport
 
 __all__ = ["LayersRecord", "CompareRecord", "ExperimentPage"]
@@ -38,6 +38,8 @@ class LayersRecord(Record):
     snr: dict[str, JsonValue] | None = None  # how the layers' snr_db was obtained (None: no per-layer SNR)
     # why ops left the accelerator, in one line (layers/reasons.py: cpu_summary); None when none left it
     left: str | None = None
+    # graph_quantize's layers_sensitivity.json (pipeline/sensitivity.py): SNR loss and cost per layer and format
+    sensitivity: dict[str, JsonValue] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 

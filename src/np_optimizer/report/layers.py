@@ -9,7 +9,7 @@ from typing import Any
 
 from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.layers.coverage import BOUNDARY_OPS
-from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics
+from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics, read_sensitivity
 from np_optimizer.layers.graph import GRAPH_FILE
 from np_optimizer.layers.reasons import cpu_summary, layer_reasons, read_graph
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
@@ -140,13 +140,15 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
         raise NotFoundError(f"{exp.name} has no checkpoints yet.", hint="Run it first: `np run`.", code="NP-RPT-404")
     row = _pick(rows, checkpoint, exp) if checkpoint or any(
         r.profile and r.profile.status == RoundStatus.SUCCESS for r in rows) else rows[-1]
+    sensitivity, unread = read_sensitivity(exp.root / row.model) if row.model else (None, None)
     try:
         doc = _document(exp, row)
-    except NotFoundError:
+    except NotFoundError as missing:
         fallback = _graph_document(exp, row)
-        if fallback is None:
+        if fallback is None and sensitivity is None:
             raise
-        doc = fallback
+        doc = fallback or {"layers": [], "_file": "", "warnings": [f"{missing.message} Only its per-format "
+                                                                   "sensitivity and cost are shown."]}
     result = row.profile
     numerics, unreadable = read_numerics(exp.root, row.fidelity)
     snr = _snr_by_key(numerics)
@@ -167,8 +169,8 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
                         str(result.method if result else None),
                         str(doc.get("result_kind", result.result_kind if result else None)), dict(doc.get("cost") or {}),
                         doc.get("coverage"), tuple(layers), len(doc.get("layers") or []),
-                        doc["_file"], tuple(doc.get("warnings") or ()) + ((unreadable,) if unreadable else ()),
-                        about, cpu_summary(graph, doc))
+                        doc["_file"], tuple(doc.get("warnings") or ()) + tuple(w for w in (unreadable, unread) if w),
+                        about, cpu_summary(graph, doc), sensitivity)
 
 
 def _snr_by_key(numerics: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ from np_optimizer.cli.render import line, out, print_json, print_plain, print_ta
 from np_optimizer.cli.views.base import renderer
 from np_optimizer.formats import humanize_count
 from np_optimizer.layers.coverage import PARTIAL_MARK, coverage_text
+from np_optimizer.layers.files import SENSITIVITY_FILE
 from np_optimizer.layers.views import COST_HEADER, cost_text, layer_macs, raw_ids_text, snr_text
 from np_optimizer.records import CompareRecord, LayersRecord, to_dict
 from np_optimizer.records.codec import JsonValue, as_list, as_object
@@ -37,14 +38,7 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         print_json(to_dict(record))
         return
     if mode == "plain":
-        rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
-                 unit, e.get("spread_ms"), e.get("share_pct"), e.get("overhead_cost"), layer_macs(e),
-                 e.get("util_mac_pct"),
-                 e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
-                 "identical" if e.get("snr_identical") else e.get("snr_db"),
-                 " ".join(str(i) for i in as_list(e.get("raw_ids"))), e.get("reason"), e.get("estimator")]
-                for e in record.layers]
-        print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
+        _show_layers_plain(record, unit)
         return
     cells = [[e.get("key"), e.get("class") or "-", _placement(e), cost_text(e.get("cost"), unit),
               "-" if e.get("share_pct") is None else f"{e['share_pct']:.1f}%", cost_text(e.get("overhead_cost"), unit),
@@ -67,7 +61,10 @@ def show_layers(record: LayersRecord, mode: str) -> None:
         columns = columns[:4] + ["IQR (ms)", "Estimator"] + columns[4:7] + columns[8:]
         cells = [row[:4] + [cost_text(e.get("spread_ms")), str(e.get("estimator") or "median")] + row[4:7] + row[8:]
                  for row, e in zip(cells, record.layers)]
-    print_table(title, columns, cells, caption=caption)
+    if record.layers or not record.sensitivity:
+        print_table(title, columns, cells, caption=caption)
+    if record.sensitivity:
+        _show_sensitivity(record.checkpoint, record.sensitivity)
     line("  ", ("Overhead: the part of the layer's cost spent in ops that move or re-encode data (transpose, "
                 "rescale, pad, reshape) attributed to it", "dim"))
     estimators = as_object(record.cost.get("estimators")) if record.cost.get("estimators") else {}
@@ -88,6 +85,62 @@ def show_layers(record: LayersRecord, mode: str) -> None:
     if coverage.get("partial") and coverage.get("left_out"):
         warn("Not estimated (run on the CPU): " + ", ".join(str(as_object(e).get("key"))
                                                              for e in as_list(coverage.get("left_out"))))
+
+
+def _show_layers_plain(record: LayersRecord, unit: str) -> None:
+    rows = [[e.get("key"), e.get("module"), e.get("class"), e.get("family"), e.get("placement"), e.get("cost"),
+             unit, e.get("spread_ms"), e.get("share_pct"), e.get("overhead_cost"), layer_macs(e),
+             e.get("util_mac_pct"),
+             e.get("sram_access_cycles"), e.get("dram_access_cycles"), e.get("staging_bytes"),
+             "identical" if e.get("snr_identical") else e.get("snr_db"),
+             " ".join(str(i) for i in as_list(e.get("raw_ids"))), e.get("reason"), e.get("estimator")]
+            for e in record.layers]
+    print_plain(_LAYER_PLAIN, rows, section=f"layers:{record.checkpoint}")
+    if record.sensitivity:
+        print_plain(["module", "format", "snr_db", "snr_loss_db", "cost", "cost_unit", "limited"],
+                    [[row[0], fmt, *cell] for row in _sensitivity_rows(record.sensitivity)
+                     for fmt, cell in row[1]], section=f"sensitivity:{record.checkpoint}")
+
+
+def _sensitivity_rows(doc: dict[str, Any]) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
+    """Per layer (as the file ranks them: the largest SNR loss first), per format: SNR, loss, cost, unit, and the
+    backend limit that kept some of its ops in another format."""
+    unit = str(as_object(doc.get("cost")).get("unit") or "")
+    formats = [str(f) for f in as_list(doc.get("formats"))]
+    out = []
+    for layer in (as_object(x) for x in as_list(doc.get("layers"))):
+        cells = [(f, as_object(as_object(layer.get("formats")).get(f))) for f in formats]
+        out.append((str(layer.get("module")), [(f, [c.get("snr_db"), c.get("snr_loss_db"), c.get("cost"), unit,
+                                                    c.get("limited")]) for f, c in cells]))
+    return out
+
+
+def _show_sensitivity(checkpoint: str, doc: dict[str, Any]) -> None:
+    """One row per weighted layer: the SNR the model loses with the layer in the base format instead of each other
+    format, then the layer's cost in each format (a column per format)."""
+    formats = [str(f) for f in as_list(doc.get("formats"))]
+    base, cost = formats[0], as_object(doc.get("cost"))
+    unit = str(cost.get("unit") or "")
+    moves = {str(m.get("module")): f"{i}: {m.get('format')}"
+             for i, m in enumerate((as_object(x) for x in as_list(doc.get("moves"))), 1)}
+    cells = []
+    for module, by_format in _sensitivity_rows(doc):
+        values = dict(by_format)
+        losses = [("-" if values[f][1] is None else f"{values[f][1]:+.2f}") + (" *" if values[f][4] else "")
+                  for f in formats[1:]]
+        cells.append([module, *losses, *(cost_text(values[f][2], unit) for f in formats), moves.get(module, "-")])
+    columns = ["Layer (module path)", *(f"SNR loss vs {f} (dB)" for f in formats[1:]),
+               *(f"{f} ({COST_HEADER.get(unit, unit) or 'cost'})" for f in formats), "Greedy move"]
+    seconds = as_object(doc.get("seconds")).get("total")
+    print_table(f"{checkpoint}: sensitivity and cost per format (all-{base} SNR {doc.get('base_snr_db')} dB)",
+                columns, cells, caption=f"SNR loss: the model's output SNR with only this layer in the format, minus "
+                f"the all-{base} model's. Cost: one compile of the whole model per format, {cost.get('method')} on "
+                f"{cost.get('measured_on')}. Greedy move: the order in which to leave {base}, by SNR gained per "
+                f"unit of extra cost (free gains first). Analysis took {seconds} s ({SENSITIVITY_FILE})." + (
+                    " *: some of the layer's ops kept another format (the target's limit; the file says which)."
+                    if any("*" in str(c) for row in cells for c in row[1:-1]) else ""))
+    for text in as_list(doc.get("warnings")):
+        warn(str(text))
 
 
 def _db(value: Any, identical: bool) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.backends import all_scheme_names, get_backend
 from np_optimizer.config.issues import L_DEVICE, L_SCHEMA, ValidationIssue, did_you_mean
-from np_optimizer.config.layer_formats import GRAPH_KEY, layer_issues, parse_layers, step_formats
+from np_optimizer.config.layer_formats import GRAPH_KEY, layer_issues, parse_layers, parse_sensitivity, step_formats
 from np_optimizer.config.options import Opt, Section
 from np_optimizer.config.parsing import issue, match, step_params
 from np_optimizer.config.steps.base import StepSpec, register_step_spec
@@ -33,6 +33,7 @@ class GraphQuantizeConfig:
     automatic_mixed_precision: str | None = None
     keep_float: tuple[str, ...] = ()  # module paths left in float (np sweep's layers strategy writes them)
     layers: tuple[tuple[str, str], ...] = ()  # (module-path pattern, format) in file order: the last match wins
+    sensitivity: tuple[str, ...] = ()  # candidate formats, the base first (pipeline/sensitivity.py); () off
     kind: str = field(default="graph_quantize", init=False)
 
 
@@ -62,7 +63,7 @@ OPTIONS: Section = {
 def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue],
           model: dict[str, Any] | None = None) -> GraphQuantizeConfig | None:
     params, ploc = step_params(raw, loc, "graph_quantize", ("scheme", "automatic_mixed_precision", "keep_float",
-                                                            "layers"), issues)
+                                                            "layers", "sensitivity"), issues)
     if params is None:
         return None
     all_schemes = all_scheme_names()
@@ -91,16 +92,15 @@ def parse(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssu
     layers = parse_layers(params.get("layers"), f"{ploc}.layers", device, issues)
     if scheme and layers and device is not None and (model or {}).get(GRAPH_KEY) is not None:
         issues.extend(layer_issues(scheme, layers, (model or {})[GRAPH_KEY], device, f"{ploc}.layers"))
-    return GraphQuantizeConfig(scheme=scheme, automatic_mixed_precision=amp_value,
-                               keep_float=tuple(keep), layers=layers) if scheme else None
+    sensitivity = parse_sensitivity(params.get("sensitivity"), f"{ploc}.sensitivity", device, issues)
+    return GraphQuantizeConfig(scheme=scheme, automatic_mixed_precision=amp_value, keep_float=tuple(keep),
+                               layers=layers, sensitivity=sensitivity) if scheme else None
 
 
 def _run_yaml(backend: str) -> list[str]:
     schemes = " | ".join(get_backend(backend).scheme_names)
     return ["- graph_quantize:", f"  - scheme: W8-A8                 # {schemes}",
             "    automatic_mixed_precision: null   # null | GREEDY"]
-
-
 
 
 def _snr(program: ExportedProgram, inputs: list[Any], reference: list[Any]) -> float:
@@ -114,6 +114,7 @@ def _snr(program: ExportedProgram, inputs: list[Any], reference: list[Any]) -> f
 
 
 def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome:
+    from np_optimizer.pipeline.sensitivity import sensitivity_step
     from np_optimizer.quantize.aq.program import aq_layers
     from np_optimizer.quantize.pt2e import quantized_layers
 
@@ -125,13 +126,12 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     # keep_float integer op splits the NPU partitions where Vela then finds a quantize without its producer (BERT on
     # alif_e8: "TOSA FB Reader error: Output tensor ... does not have any writers").
     aq_modules = frozenset(row["module"] for row in prequantized)
-    always_float = aq_modules
     calibration = ctx.run.calibration(int(ctx.options["calibration"]["num_samples"]))
     for warning in calibration.warnings:
         ctx.log.warning(warning)
 
     asked_float = frozenset(config.keep_float)
-    always_float |= asked_float
+    always_float = aq_modules | asked_float
     formats, format_warnings = _layer_formats(ctx, config)
     quantize, embeddings = _quantizer(ctx, config, calibration.samples, always_float, formats)
     ctx.progress(f"quantizing {config.scheme} on {len(calibration.samples)} calibration samples")
@@ -157,7 +157,8 @@ def graph_quantize(ctx: StepContext, config: GraphQuantizeConfig) -> StepOutcome
     changes["quantized_layers"] = sum(1 for row in layers if row["weight"] != "float")
     changes["float_layers"] = [row["module"] for row in layers if row["weight"] == "float"]
     changes.update(_formats_record(ctx, config, formats, always_float) if formats is not None else {})
-    warnings = list(calibration.warnings) + format_warnings
+    warnings = list(calibration.warnings) + format_warnings + sensitivity_step(  # off unless asked: it is costly
+        ctx, config.sensitivity, calibration.samples, always_float, changes)
     if asked_float:
         known = {row["module"] for row in layers}
         changes["keep_float"] = sorted(asked_float)
