@@ -20,7 +20,7 @@ import threading
 import time
 from typing import IO, Any
 
-from np_optimizer.processes import dies_with_parent
+from np_optimizer.processes import dies_with_parent, interrupt_deferred
 from np_optimizer.sweep.host import MESSAGE_MAX
 
 __all__ = ["WarmHost", "ForkedTrial", "HostUnavailable", "warm_turned_off"]
@@ -93,14 +93,23 @@ class WarmHost:
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "np_optimizer.sweep.host", module,
-                                          str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL,
-                                         preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
+            # a Popen with a preexec_fn runs Python's at-fork handlers here: a Ctrl+C landing in one would be printed
+            # ("Exception ignored in ...") and swallowed, so it is taken once the fork is done (processes.py)
+            with interrupt_deferred():
+                self.proc = subprocess.Popen([sys.executable, "-m", "np_optimizer.sweep.host", module,
+                                              str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env,
+                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL,
+                                             preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
         except OSError as exc:
             self._control.close()
             raise HostUnavailable(f"it could not start: {exc}") from exc
+        except KeyboardInterrupt:  # Ctrl+C during the fork: the host that just started goes with the sweep
+            self._control.close()
+            if getattr(self, "proc", None) is not None:
+                self.proc.kill()
+                self.proc.wait()
+            raise
         finally:
             theirs.close()
         self.pid = self.proc.pid
