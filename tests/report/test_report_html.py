@@ -345,6 +345,10 @@ def test_compare_diffs_measured_layer_times_by_their_spread(samples: dict[str, P
         layers = run_np("report", "--layers", checkpoint, "--top", "1000", "--json", cwd=exp).json
         assert layers["cost"]["unit"] == "ms" and layers["result_kind"] == "measured"
         spreads[checkpoint] = {e["key"]: e["spread_ms"] for e in layers["layers"]}
+        # every row off the accelerator says why: a CPU op its partitioner's words, the runtime's rows what they are
+        off = [e for e in layers["layers"] if e["placement"] != "XNNPACK"]
+        assert off and all(e.get("reason") for e in off), off
+        assert any(e["placement"] == "runtime" and e["reason"].startswith("not an operator") for e in off), off
     for change in diff["cost_changes"]:
         if change["only_in"] or change["merged"]:
             continue

@@ -1,6 +1,7 @@
 """np sweep over a real Ray cluster (two nodes of one CPU each on this machine, started and stopped here): the trials
-of a small CNN on raspberry_pi_5 (MLIA's static figures) run as Ray tasks and give the figures the local pool gives;
-a node killed mid-trial still leaves every trial recorded once; a node with another np is refused at connect, naming
+of an MLP on raspberry_pi_5 (MLIA's static figures) run as Ray tasks and give the figures the local pool gives;
+a node killed mid-trial (a small CNN's trials: they last long enough to be killed in the middle) still leaves every
+trial recorded once; a node with another np is refused at connect, naming
 it; an address where no Ray runs is refused in seconds."""
 
 from __future__ import annotations
@@ -66,9 +67,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         started.shutdown()
 
 
-def _project(root: Path, name: str) -> Project:
+def _project(root: Path, name: str, model: str = "small_cnn") -> Project:
     Workspace.create(root)
-    project = make_project(root, name, model="small_cnn", run_yaml=BASE_RUN).parent
+    project = make_project(root, name, model=model, run_yaml=BASE_RUN).parent
     (project / "sweep.yaml").write_text(SWEEP)
     return Project(project)
 
@@ -90,7 +91,7 @@ def _figures(project: Project, record: SweepRecord) -> dict[str, Any]:
 
 
 def test_trials_on_the_ray_cluster_give_the_local_pools_figures(cluster: Any, tmp_path: Path) -> None:
-    on_ray = _project(tmp_path / "ray_ws", "cnn_sweep")
+    on_ray = _project(tmp_path / "ray_ws", "mlp_sweep", model="mlp")
     pool = RayPool(cluster.address, on_ray, WORKER)
     assert pool.slots == 2
     events: list[dict[str, Any]] = []
@@ -104,7 +105,7 @@ def test_trials_on_the_ray_cluster_give_the_local_pools_figures(cluster: Any, tm
         for record_file in [*folder.glob("*.json"), *folder.glob("*/job.json")]:  # no path of the node's workspace
             assert "np-sweep-ray-" not in record_file.read_text(), record_file
 
-    local = _project(tmp_path / "local_ws", "cnn_sweep")
+    local = _project(tmp_path / "local_ws", "mlp_sweep", model="mlp")
     local_record = _sweep(local, LocalPool(2, WORKER))
     ray_figures, local_figures = _figures(on_ray, record), _figures(local, local_record)
     assert ray_figures == local_figures

@@ -39,6 +39,11 @@ RUNTIME_FRAMING = "(runtime framing)"
 OUTSIDE_EXECUTE = "(outside execute)"
 UNMATCHED = "(delegate op not matched to a layer)"
 OUTSIDE_ID = f"{OUTSIDE_EXECUTE}|runtime"  # its row id (_Rows.unowned)
+# why the rows no layer owns are not on the accelerator either: they are not operators (np report --layers' `reason`)
+RUNTIME_REASONS = {
+    RUNTIME_FRAMING: "not an operator: the runtime's own work inside Method::execute, between its instructions",
+    OUTSIDE_EXECUTE: "not an operator: each call's time outside Method::execute (inputs in, outputs out)",
+}
 _UNOWNED = (DELEGATE_OVERHEAD, RUNTIME_FRAMING, OUTSIDE_EXECUTE, UNMATCHED)
 TRUNCATION_NS = 500.0  # XNNPACK truncates each op's time to whole microseconds: half of one is the mean loss
 _KEY_FIELDS = ("key", "module", "class", "family")

@@ -11,6 +11,7 @@ from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.layers.coverage import BOUNDARY_OPS
 from np_optimizer.layers.files import aggregate, layers_path, read_layers, read_numerics, read_sensitivity
 from np_optimizer.layers.graph import GRAPH_FILE
+from np_optimizer.layers.host_times import RUNTIME_REASONS
 from np_optimizer.layers.reasons import cpu_summary, layer_reasons, read_graph
 from np_optimizer.layers.views import compare_totals, layer_diff, top_layers
 from np_optimizer.profiler.methods.base import METHODS
@@ -157,6 +158,8 @@ def layers_record(exp: Experiment, checkpoint: str | None, top: int, *,
     reasons = layer_reasons(graph)  # why each layer left the accelerator, from the compile's layers_graph.json
     layers = [entry | {"reason": reasons[entry["key"]]} if entry["key"] in reasons
               and "CPU" in str(entry.get("placement")) else entry for entry in layers]
+    layers = [entry | {"reason": RUNTIME_REASONS[entry["key"]]} if entry.get("key") in RUNTIME_REASONS
+              and not entry.get("reason") else entry for entry in layers]  # the runtime's rows: not operators
     about = None
     if numerics is not None:
         about = {k: numerics.get(k) for k in ("vs", "unit", "inputs", "source", "evaluated_on")} | {
