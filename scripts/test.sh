@@ -21,7 +21,7 @@ fi
 select=()
 if [ "${NP_TEST_FAST:-0}" = 1 ]; then select=(-m "not np_run and not heavy"); fi
 echo "ruff (lint) and mypy --strict (types) over the package, then pytest on both cores (one worker per core,"
-echo "each test file on one worker so its module fixtures run once)${select:+; only the tests without a full np run or a seconds-long lowering}"
+echo "each test file on one worker so its module fixtures run once, the longest files first: tests/conftest.py)${select:+; only the tests without a full np run or a seconds-long lowering}"
 python -m ruff check src tests bench scripts
 python -m mypy src/np_optimizer
-exec python -m pytest -q -n "${NP_TEST_WORKERS:-2}" --dist loadfile "${select[@]}" "$@"
+exec python -m pytest -q -n "${NP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "${select[@]}" "$@"

@@ -23,11 +23,15 @@ from tests.helpers import (
     tree_digest,
 )
 
-# The longest test files, first: `make test` spreads files over two workers in collection order, so a long file
-# collected last would leave one core idle at the end.
-_LONGEST_FIRST = ("test_sweep_vs_run.py", "test_ray_pool.py", "test_architectures.py", "test_zoo.py", "test_advanced_quantize.py",
-                  "test_farm.py", "test_pipeline.py", "test_measured_profiling.py", "test_hostile_inputs.py",
-                  "test_profiler.py", "test_sweep_resume.py")
+# The longest test files, first (each file's seconds in a fresh clone's make test, 2026-12-07): scripts/test.sh passes
+# --no-loadscope-reorder, so xdist hands the files to its two workers in this order (by default it sorts them by their
+# number of tests), and no long file is left to run alone on one core at the end.
+_LONGEST_FIRST = ("test_zoo.py", "test_ray_pool.py", "test_architectures.py", "test_rewrites.py",
+                  "test_advanced_quantize.py", "test_pipeline.py", "test_sweep_cli.py", "test_layer_formats.py",
+                  "test_sensitivity.py", "test_sweep_vs_run.py", "test_sweep_resume.py", "test_profiler.py",
+                  "test_report_html.py", "test_npu_partitions.py", "test_farm.py", "test_step_cache.py",
+                  "test_layers.py", "test_on_device.py", "test_measured_profiling.py", "test_hostile_inputs.py",
+                  "test_embedding.py", "test_compile_cache.py", "test_host_times.py", "test_registries.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
