@@ -83,7 +83,7 @@ RECORD_KEYS = {
     "validation": ["experiment", "is_valid", "issues", "plan", "schema_version", "notes"],
     "status": ["experiment", "status", "jobs", "measurements", "log"],
     "status_job": ["name", "step_type", "step_index", "checkpoint", "status", "duration_s", "started_at", "ended_at",
-                   "lowering", "lowering_reason", "errors"],
+                   "lowering", "lowering_reason", "errors", "reused_from"],
     "status_measurement": ["checkpoint", "trigger", "status", "method", "result_kind", "device", "started_at",
                            "measurement_id"],
     "export": ["level", "folder", "checkpoint", "job", "device", "files"],

@@ -6,11 +6,10 @@ frozen record costs about a millisecond to define at start).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from np_optimizer.records.base import Record
-from np_optimizer.records.codec import OMITTED_WHEN_NONE
 from np_optimizer.records.parts import ErrorRecord, StepReuse
 from np_optimizer.records.status import CompileStatus, JobStatus, RoundStatus
 
@@ -35,7 +34,7 @@ class JobState(Record):
     lowering: Lowering | None = None  # the compile status for the project's device
     lowering_reason: str | None = None
     errors: tuple[ErrorRecord, ...] = ()
-    reused_from: StepReuse | None = field(default=None, metadata=OMITTED_WHEN_NONE)  # taken from the step cache
+    reused_from: StepReuse | None = None  # taken from the step cache (null: computed); always present: one JSON shape
 
 
 @dataclass(frozen=True, eq=False, repr=False)
