@@ -116,7 +116,7 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     assert _checkpoints(third) == first
     # np status and np report name the entry each reused job came from
     status = run_np("status", "--json", cwd=third).json
-    reused = {j["name"]: j["reused_from"]["key"] for j in status["jobs"] if "reused_from" in j}
+    reused = {j["name"]: j["reused_from"]["key"] for j in status["jobs"] if j.get("reused_from")}
     assert set(reused) == {"00_input_model", "01_graph_optimize"}
     table = " ".join(run_np("status", cwd=third).stdout.replace("│", " ").split())  # cells may wrap
     assert f"reused from the step cache {reused['01_graph_optimize'][:12]}" in table
