@@ -128,6 +128,12 @@ def avg_pool_as_mean(ep: ExportedProgram, target: Target) -> PassResult:
         mean.meta["val"] = node.meta["val"]  # the same value: a rewrite of a later pool of the chain reads it
         node.replace_all_uses_with(mean)
         replaced.append(node)
+    return _finished(ep, ed, replaced)
+
+
+def _finished(ep: ExportedProgram, ed: ProgramEdit, replaced: list[Node]) -> PassResult:
+    """Every rewrite's end: the program unchanged when nothing was replaced, else the replaced nodes (and the inputs
+    only they read) erased, values propagated again and the program rebuilt, naming the layers it touched."""
     if not replaced:
         return PassResult(ep, False)
     erase_if_dead(ed.graph, replaced)
@@ -177,11 +183,7 @@ def mean_keepdim(ep: ExportedProgram, target: Target) -> PassResult:
         view.meta["val"] = node.meta["val"]  # the same value: a rewrite of a later pool of the chain reads it
         node.replace_all_uses_with(view)
         replaced.append(node)
-    if not replaced:
-        return PassResult(ep, False)
-    erase_if_dead(ed.graph, replaced)
-    refresh_meta(ed)
-    return PassResult(ed.finish(), True, tuple(touched_layers(replaced)))
+    return _finished(ep, ed, replaced)
 
 
 # avg_pool_for_xnnpack
@@ -237,11 +239,7 @@ def avg_pool_for_xnnpack(ep: ExportedProgram, target: Target) -> PassResult:
         pool.meta["val"] = node.meta["val"]  # the same value: a rewrite of a later pool of the chain reads it
         node.replace_all_uses_with(pool)
         changed.append(node)
-    if not changed:
-        return PassResult(ep, False)
-    erase_if_dead(ed.graph, changed)
-    refresh_meta(ed)
-    return PassResult(ed.finish(), True, tuple(touched_layers(changed)))
+    return _finished(ep, ed, changed)
 
 
 # Run order: as registered. The pool rewrite first: its mean is never one mean_keepdim rewrites (keepdim=True).
