@@ -18,10 +18,27 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
       (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); \
   else sudo apt-get install -y -qq chromium >/dev/null; fi
 fi
+# One torch (OpenMP) thread per test process: the two pytest workers already fill both cores, and more threads only
+# spin against each other (one AWQ/GPTQ test took 60 CPU-s with the default threads, 10 CPU-s with one, on 2 loaded
+# cores). A test that measures threads sets them itself; `OMP_NUM_THREADS=2 bash scripts/test.sh` overrides this.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 select=()
 if [ "${NP_TEST_FAST:-0}" = 1 ]; then select=(-m "not np_run and not heavy"); fi
-echo "ruff (lint) and mypy --strict (types) over the package, then pytest on both cores (one worker per core,"
+echo "ruff (lint), then pytest on both cores with mypy --strict (types) beside it (one pytest worker per core,"
 echo "each test file on one worker so its module fixtures run once, the longest files first: tests/conftest.py)${select:+; only the tests without a full np run or a seconds-long lowering}"
 python -m ruff check src tests bench scripts
-python -m mypy src/np_optimizer
-exec python -m pytest -q -n "${NP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "${select[@]}" "$@"
+# mypy runs beside pytest: alone it keeps one core busy for half a minute while the other waits; its verdict is
+# printed and counted after the tests (a type error still fails make test)
+types_log=$(mktemp)
+python -m mypy src/np_optimizer >"$types_log" 2>&1 &
+types_pid=$!
+tests_rc=0
+python -m pytest -q -n "${NP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "${select[@]}" "$@" || tests_rc=$?
+types_rc=0
+wait "$types_pid" || types_rc=$?
+echo "mypy --strict:"
+cat "$types_log"
+rm -f "$types_log"
+if [ "$types_rc" != 0 ]; then echo "mypy --strict found type errors (above)"; fi
+if [ "$tests_rc" != 0 ]; then exit "$tests_rc"; fi
+exit "$types_rc"
