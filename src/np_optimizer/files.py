@@ -11,6 +11,7 @@ reason: not UTF-8, not JSON, not an object (a list where a mapping belongs), or 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["cache_root", "remove_path", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+__all__ = ["cache_root", "remove_path", "sha256_file", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
 
@@ -173,3 +174,11 @@ def remove_path(path: Path) -> OSError | None:
     except OSError as exc:
         return exc
     return None
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

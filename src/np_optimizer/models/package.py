@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from np_optimizer.errors import ModelError
+from np_optimizer.files import sha256_file
 
 __all__ = ["PACKAGE_DIR", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "MAX_FILES", "IGNORE_FILE", "PackageLayout",
            "package_layout", "copy_package", "sha256_file", "tree_sha256"]
@@ -158,14 +159,6 @@ def copy_package(layout: PackageLayout, project_root: Path) -> Path:
                              code=_CODE) from None
     (project_root / PACKAGE_DIR).mkdir(parents=True, exist_ok=True)
     return target
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def tree_sha256(folder: Path) -> str:

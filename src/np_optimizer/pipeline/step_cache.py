@@ -7,10 +7,9 @@ model's stored source. Its fidelity also depends on what it is measured against 
 inputs, the layer map of the steps before it, whether it is lowered in the run), so `step_key` adds those: a job whose
 key is here is a copy of the entry's files and record (`np run --force` computes it again).
 
-The rules are the compile cache's (compile/cache.py): an entry is a folder `<cache>/steps/<kk>/<key>/` holding the
-job's artifacts (not its compile folders: the compile cache keeps those) and `entry.json` (the job's record parts and
-the sha256 of every file), written into a temporary folder and renamed into place; a hit is used only when every file's
-sha256 matches, anything else is removed and treated as a miss with a warning that names the entry.
+An entry is a folder `<cache>/steps/<kk>/<key>/` holding the job's artifacts (not its compile folders: the compile
+cache keeps those) and `entry.json` (the job's record parts and the sha256 of every file), kept by content_store.py
+with the compile cache's rules (whole entries by rename, every file verified on a hit, a damaged entry a warned miss).
 """
 
 from __future__ import annotations
@@ -19,33 +18,22 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.files import CorruptFileError, cache_root, read_json, remove_path, write_json
-from np_optimizer.models.source import sha256_file
+from np_optimizer.content_store import ENTRY_FILE, ContentStore, StoredEntry, StoreWords
+from np_optimizer.files import cache_root, sha256_file
 
 __all__ = ["step_cache_folder", "step_key", "folder_digest", "StepCache", "CachedStep", "StepEntryInfo", "ENTRY_FILE"]
 
-ENTRY_FILE = "entry.json"
-ENTRY_SCHEMA = 1
 # What a step entry holds and how its key is made: raised when either changes, so old entries are not reused.
 STEP_LAYOUT = 1
 _log = logging.getLogger("np.Pipeline")
-
-
-@dataclass(frozen=True)
-class CachedStep:
-    """A verified entry: the job's record parts (as stored) and where its files are."""
-
-    key: str
-    folder: Path
-    record: dict[str, Any]
-    files: tuple[str, ...]
+_WORDS = StoreWords(store="step cache", item="step's checkpoint", redo="running the step again",
+                    without="running the step without the cache", next_time="computed", record="job's record")
+CachedStep = StoredEntry  # a verified entry: the job's record parts (as stored), where its files are, their names
 
 
 @dataclass(frozen=True)
@@ -91,81 +79,45 @@ def folder_digest(folder: Path) -> str:
 class StepCache:
     def __init__(self, folder: Path | None = None) -> None:
         self.root = folder or step_cache_folder()
+        self._store = ContentStore(self.root, _WORDS, _log, check=_names_its_checkpoint)
 
     def folder(self, key: str) -> Path:
-        return self.root / key[:2] / key
+        return self._store.folder(key)
 
     def get(self, key: str) -> tuple[CachedStep | None, str | None]:
         """(the verified entry or None, a warning when a damaged entry was discarded)."""
-        folder = self.folder(key)
-        if not folder.exists() and not folder.is_symlink():
-            return None, None
-        entry, problem = _read_entry(folder, key)
-        if problem:
-            return None, self.discard(key, problem)
-        try:
-            os.utime(folder / ENTRY_FILE)  # last use, for `np cache prune --older-than`
-        except OSError:
-            pass
-        return CachedStep(key, folder, dict(entry["record"]), tuple(sorted(entry["files"]))), None
+        return self._store.get(key)
 
     def put(self, key: str, artifacts: Path, record: dict[str, Any]) -> Path | None:
-        """Store the job's artifacts (without its compile folders) and record parts under `key`. A cache that cannot
-        be written costs the reuse only: warned, never a failed job."""
-        final = self.folder(key)
-        staging = self.root / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            staging.mkdir(parents=True)
-            files: dict[str, str] = {}
+        """Store the job's artifacts (without its compile folders and links) and record parts under `key`."""
+        def fill(staging: Path) -> None:
             for path in sorted(artifacts.rglob("*")):
                 rel = path.relative_to(artifacts)
                 if not path.is_file() or path.is_symlink() or rel.parts[0].startswith("compiled_"):
                     continue
                 (staging / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, staging / rel)
-                files[str(rel)] = sha256_file(staging / rel)
-            write_json(staging / ENTRY_FILE, {"schema": ENTRY_SCHEMA, "key": key, "record": record, "files": files,
-                                              "created_at": time.time()})
-            final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists() and _read_entry(final, key)[1]:
-                shutil.rmtree(final, ignore_errors=True)  # a damaged entry in the way
-            try:
-                os.rename(staging, final)
-            except OSError:  # another process stored the same key first: keep theirs
-                return final if final.is_dir() else None
-            return final
-        except OSError as exc:
-            _log.warning(f"The step's checkpoint could not be stored in the step cache ({final}: "
-                         f"{exc.strerror or exc}); it will be computed again next time. Check or delete {self.root}.")
-            return None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+
+        return self._store.put(key, fill, record)
 
     def discard(self, key: str, reason: str) -> str:
-        folder = self.folder(key)
-        exc = remove_path(folder)
-        if exc is not None:
-            return (f"A damaged step cache entry ({folder}: {reason}) could not be removed "
-                    f"({exc.strerror or exc}); running the step without the cache. Delete it by hand.")
-        return f"A damaged step cache entry ({folder}) was discarded ({reason}); running the step again."
+        return self._store.discard(key, reason)
 
     def entries(self) -> list[StepEntryInfo]:
         """Every readable entry, most recently used first (damaged ones are left for get() to discard)."""
         found = []
-        for folder in sorted(self.root.glob("??/*")):
+        for entry in self._store.manifests():
+            record = entry.record
             try:
-                entry = read_json(folder / ENTRY_FILE)
-                record = entry.get("record") or {}
                 made = record.get("made_in") or {}
-                size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
                 found.append(StepEntryInfo(
-                    key=folder.name, folder=folder, size_bytes=size, step_type=str(record.get("step_type", "?")),
-                    checkpoint=str(record.get("checkpoint", "?")),
+                    key=entry.key, folder=entry.folder, size_bytes=entry.size_bytes,
+                    step_type=str(record.get("step_type", "?")), checkpoint=str(record.get("checkpoint", "?")),
                     made_in="/".join(str(made.get(k, "?")) for k in ("project", "experiment", "job")),
                     output_sha256=str((record.get("output") or {}).get("sha256", "")),
                     step_seconds=(record.get("timings") or {}).get("step_s"),
-                    created_at=float(entry.get("created_at") or 0), last_used_at=(folder / ENTRY_FILE).stat().st_mtime))
-            except (CorruptFileError, OSError, TypeError, ValueError, AttributeError):
+                    created_at=entry.created_at, last_used_at=entry.last_used_at))
+            except (TypeError, ValueError, AttributeError):
                 continue
         return sorted(found, key=lambda e: e.last_used_at, reverse=True)
 
@@ -184,28 +136,8 @@ def place_files(hit: CachedStep, artifacts: Path) -> None:
             shutil.copy2(source, target)
 
 
-def _read_entry(folder: Path, key: str) -> tuple[dict[str, Any], str | None]:
-    """The folder's manifest, and why the folder is not a whole, intact entry of `key` (None when it is)."""
-    if folder.is_symlink() or not folder.is_dir():
-        return {}, "not a folder"
-    try:
-        entry = read_json(folder / ENTRY_FILE)
-    except CorruptFileError as exc:
-        return {}, exc.reason
-    except OSError as exc:
-        return {}, f"{ENTRY_FILE} cannot be read: {exc.strerror or exc}"
-    if entry.get("schema") != ENTRY_SCHEMA or entry.get("key") != key:
-        return entry, "its manifest is of another schema or key"
-    files, record = entry.get("files"), entry.get("record")
-    if not isinstance(files, dict) or not isinstance(record, dict) or not files:
-        return entry, "its manifest lacks the file list or the job's record"
-    for name, digest in files.items():
-        path = folder / str(name)
-        if ".." in Path(str(name)).parts or not path.is_file():
-            return entry, f"{name} is missing"
-        if sha256_file(path) != digest:
-            return entry, f"{name} does not match its recorded sha256"
+def _names_its_checkpoint(record: dict[str, Any], files: dict[str, str]) -> str | None:
     output = record.get("output")
     if not isinstance(output, dict) or files.get("model.pt2") != output.get("sha256"):
-        return entry, "its checkpoint is not the one its record names"
-    return entry, None
+        return "its checkpoint is not the one its record names"
+    return None
