@@ -110,6 +110,13 @@ class SweepDisplay:
             else:
                 ranked = ", ".join(f"{r['module']} (lost {r['lost_db']:.2f} dB)" for r in event["layers"][:4])
                 self._print(Text(f"Most damaging layers of the first trial: {ranked}"))
+        elif kind == "mixed_plan":
+            if event.get("why"):
+                self._print(Text(f"Mixed points: {event['why']}."))
+            if event["points"]:
+                said = ", ".join(f"{m} {f}" for m, f in max((p["layers"] for p in event["points"]), key=len).items())
+                self._print(Text(f"Greedy moves of the first trial's sensitivity, in order: {said or 'none'}; "
+                                 f"{len(event['points'])} more trial(s)"))
         elif kind == "end":
             self.counts = event
         if self._live is not None:

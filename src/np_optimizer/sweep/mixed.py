@@ -1,0 +1,170 @@
+"""The mixed strategy: per-layer formats chosen greedily from measured sensitivity and cost, each point a real trial.
+
+    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8}}
+
+1. The first trial is the base run.yaml in the first candidate everywhere, with graph_quantize's `sensitivity:` on
+   the candidates (pipeline/sensitivity.py): the uniform base point, and its layers_sensitivity.json (each weighted
+   layer's SNR loss and cost per format, from the target's own tool). A base experiment that ran the same step gives
+   it from the step cache.
+2. From that file, the per-layer moves out of the base format in greedy order, SNR gained per unit of extra cost
+   (as AIMET's AMP orders them): `budget: latency` takes the file's `moves` as they are (Vela's cycles on Ethos-U,
+   traced times for XNNPACK); `budget: size` prices each move by the layer's weight bytes in each format.
+3. One trial per point k along that order (the first k moves, as graph_quantize `layers:`), k spread over the
+   moves, plus the uniform trial in the last (widest) candidate. Each trial is a run.yaml np runs and profiles like
+   any other: the figures on the front are the compiled program's, never the sum of the per-layer predictions (the
+   predictions are kept in the trial's note only).
+
+Trial params: `mixed.scheme` (a candidate for a uniform trial, `mixed` otherwise) and `mixed.moves` (k). Pure but
+for read_plan, which reads the first trial's file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from np_optimizer.config.sweep import Strategy
+from np_optimizer.config.sweep_mixed import MIXED, MOVES, SCHEME
+
+if TYPE_CHECKING:
+    import optuna
+
+    from np_optimizer.workspace import Experiment
+
+__all__ = ["MixedPoint", "SCHEME", "MOVES", "MIXED", "first_point", "uniform_points", "plan_points", "ordered_moves", "spread",
+           "distributions", "apply_point", "read_plan", "weight_bits", "point_note"]
+
+
+@dataclass(frozen=True)
+class MixedPoint:
+    """One trial of the strategy: a uniform format (`scheme`, no layers) or the base with the first `moves` moves."""
+
+    scheme: str  # graph_quantize's scheme: the base for a mixed point
+    moves: int = 0
+    layers: dict[str, str] = field(default_factory=dict)  # module path -> format (graph_quantize `layers:`)
+    label: str = MIXED  # the uniform format, or "mixed"
+    predicted_snr_gain_db: float | None = None  # the sum of the moves' own gains: a prediction, never measured
+    predicted_extra_cost: float | None = None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {SCHEME: self.label, MOVES: self.moves}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scheme": self.scheme, "moves": self.moves, "layers": dict(self.layers), "label": self.label,
+                "predicted_snr_gain_db": self.predicted_snr_gain_db,
+                "predicted_extra_cost": self.predicted_extra_cost}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MixedPoint:
+        return cls(str(data["scheme"]), int(data["moves"]), {str(k): str(v) for k, v in data["layers"].items()},
+                   str(data["label"]), data.get("predicted_snr_gain_db"), data.get("predicted_extra_cost"))
+
+
+def first_point(strategy: Strategy) -> MixedPoint:
+    """The uniform base trial, which also measures the sensitivity the others are planned from."""
+    return MixedPoint(strategy.candidates[0], label=strategy.candidates[0])
+
+
+def uniform_points(strategy: Strategy) -> list[MixedPoint]:
+    """The first (base) and the widest candidate's uniform trials."""
+    return [first_point(strategy), MixedPoint(strategy.candidates[-1], label=strategy.candidates[-1])]
+
+
+def apply_point(params: dict[str, Any], point: MixedPoint, strategy: Strategy) -> None:
+    """Set graph_quantize's parameters (run.yaml) for the point; the first trial also measures the sensitivity."""
+    params["scheme"] = point.scheme
+    for key in ("layers", "sensitivity"):
+        params.pop(key, None)
+    if point.layers:
+        params["layers"] = dict(point.layers)
+    if point == first_point(strategy):
+        params["sensitivity"] = list(strategy.candidates)
+
+
+def distributions(strategy: Strategy) -> dict[str, optuna.distributions.BaseDistribution]:
+    import optuna
+
+    # k is known only once the first trial's moves are: an integer range, not a list of choices
+    return {SCHEME: optuna.distributions.CategoricalDistribution([*strategy.candidates, MIXED]),
+            MOVES: optuna.distributions.IntDistribution(0, 100_000)}
+
+
+def weight_bits(fmt: str) -> int:
+    """The weight width of a format, for `budget: size`: W8-A16 -> 8, W4-A8_dynamic -> 4, float -> 32."""
+    found = re.match(r"W(\d+)", fmt)
+    return int(found.group(1)) if found else 32
+
+
+def ordered_moves(doc: dict[str, Any], budget: str) -> list[dict[str, Any]]:
+    """The greedy moves of a layers_sensitivity.json document: its own `moves` for latency; for size the same
+    greedy order (pipeline/sensitivity.greedy_moves) with each cell's cost the layer's weight bytes in the format."""
+    if budget == "latency":
+        return [dict(m) for m in doc.get("moves") or []]
+    from np_optimizer.pipeline.sensitivity import greedy_moves
+
+    rows = {}
+    for layer in doc.get("layers") or []:
+        params = layer.get("params")
+        rows[str(layer["module"])] = {
+            fmt: {"snr_loss_db": cell.get("snr_loss_db"),
+                  "cost": None if params is None else params * weight_bits(fmt) / 8.0}
+            for fmt, cell in (layer.get("formats") or {}).items()}
+    return greedy_moves(rows, str(doc["base"]))
+
+
+def spread(count: int, points: int) -> list[int]:
+    """k for each mixed point: every k when there are few moves, else `points` values spread evenly up to all."""
+    if count <= points:
+        return list(range(1, count + 1))
+    return list(dict.fromkeys(max(1, round(i * count / points)) for i in range(1, points + 1)))
+
+
+def plan_points(doc: dict[str, Any], strategy: Strategy) -> tuple[list[MixedPoint], str | None]:
+    """The trials after the first: the uniform one in the widest candidate, then one per k along the greedy moves;
+    or none and why (the file was measured for other formats)."""
+    base = strategy.candidates[0]
+    if list(doc.get("formats") or []) != list(strategy.candidates):
+        return [], f"the sensitivity file is of formats {doc.get('formats')}, not the candidates " \
+                   f"{list(strategy.candidates)}"
+    moves = [m for m in ordered_moves(doc, strategy.budget or "latency") if m.get("format") in strategy.candidates]
+    out = uniform_points(strategy)[1:]
+    for k in spread(len(moves), strategy.points):
+        taken = moves[:k]
+        out.append(MixedPoint(base, k, {str(m["module"]): str(m["format"]) for m in taken},
+                              predicted_snr_gain_db=taken[-1].get("predicted_snr_gain_db"),
+                              predicted_extra_cost=taken[-1].get("predicted_extra_cost")))
+    return out, None if moves else "no layer gains SNR in another candidate format: only the uniform points run"
+
+
+def read_plan(exp: Experiment, strategy: Strategy) -> tuple[list[MixedPoint], str | None, str | None]:
+    """The points planned from the first trial's layers_sensitivity.json, why there are none (or only the uniform
+    ones), and the cost's unit."""
+    from np_optimizer.layers.files import read_sensitivity
+    from np_optimizer.report.model import build_experiment_report
+    from np_optimizer.sweep.layers import float_step
+    from np_optimizer.workspace.store import ExperimentStore
+
+    built = build_experiment_report(ExperimentStore(exp).read_index())
+    row = next((r for r in built.rows if r.step_type == float_step()), None)
+    if row is None or not row.model:
+        return [], f"the first trial has no {float_step()} step", None
+    doc, unreadable = read_sensitivity(exp.root / row.model)
+    if doc is None:
+        return [], unreadable or "the first trial wrote no layers_sensitivity.json", None
+    points, why = plan_points(doc, strategy)
+    unit = "bytes" if strategy.budget == "size" else (doc.get("cost") or {}).get("unit")
+    return points, why, unit
+
+
+def point_note(point: MixedPoint, unit: str | None) -> str:
+    """One line for the front: the formats the trial gives its layers, and what the sensitivity predicted."""
+    if not point.layers:
+        return f"uniform {point.label}"
+    said = "; ".join(f"{module} {fmt}" for module, fmt in point.layers.items())
+    predicted = ""
+    if point.predicted_snr_gain_db is not None and point.predicted_extra_cost is not None:
+        predicted = f" (predicted +{point.predicted_snr_gain_db:.2f} dB, {point.predicted_extra_cost:+,.6g}" \
+                    f"{f' {unit}' if unit else ''}; measured: the trial's own figures)"
+    return f"mixed, {point.moves} move(s): {said}{predicted}"
