@@ -17,7 +17,7 @@ from np_optimizer.sweep.mixed import MixedPoint, apply_point, ordered_moves, pla
 STRATEGY = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=2)
 
 
-def _cell(loss: float, cost: float) -> dict[str, Any]:
+def _cell(loss: float, cost: float | None) -> dict[str, Any]:
     return {"snr_loss_db": loss, "cost": cost}
 
 
@@ -55,6 +55,19 @@ def test_a_size_budget_prices_moves_by_weight_bytes() -> None:
     doc["formats"] = ["W8-A8", "float"]
     points, _why = plan_points(doc, floats)  # float weights cost 3 bytes more each: gain per byte
     assert list(points[-1].layers) == ["conv2", "conv1", "fc"] and [p.moves for p in points] == [0, 1, 2, 3]
+
+
+def test_a_layer_without_a_cost_moves_after_the_priced_ones_by_gain() -> None:
+    doc = _doc()
+    doc["layers"].append({"module": "stem", "params": 10, "formats": {"W8-A8": _cell(0.0, None),
+                                                                       "W8-A16": _cell(20.0, None)}})
+    doc["layers"].append({"module": "flat", "params": 10, "formats": {"W8-A8": _cell(0.0, None),
+                                                                       "W8-A16": _cell(-1.0, None)}})
+    moves = ordered_moves(doc, "latency")
+    assert [m["module"] for m in moves] == ["fc", "conv1", "conv2", "stem"]  # `flat` gains nothing: left out
+    assert moves[-1]["extra_cost"] is None and moves[-1]["predicted_snr_gain_db"] == 32.0
+    points, _why = plan_points(doc, STRATEGY)
+    assert points[-1].layers["stem"] == "W8-A16" and points[-1].predicted_extra_cost is None
 
 
 def test_the_spread_and_a_file_of_other_formats() -> None:
@@ -163,9 +176,13 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
     project = exp.parent
     (project / "sweep.yaml").write_text('version: "1.0"\nmethod: mlia\nobjectives: [{latency: min}, {snr: max}]\n'
                                         'strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 2}}\n')
+    plan = run_np("sweep", "--dry-run", "--json", cwd=project).json  # the two uniform trials, each run.yaml checked
+    assert (plan["strategy"], plan["budget"]) == ("mixed", 4) and [(t["params"], t["problems"]) for t in plan[
+        "trials"]] == [({"mixed.scheme": f, "mixed.moves": 0}, []) for f in ("W8-A8", "W8-A16")]
     result = run_np_subprocess("sweep", "--workers", "1", cwd=project)
     assert result.exit_code == 0, result.stderr
-    assert "Greedy moves of the first trial's sensitivity" in result.stderr
+    said = " ".join(result.stderr.split())  # each mixed trial's line names its layers' formats
+    assert "Greedy moves of the first trial's sensitivity" in said and "mixed.moves=1; cancel W8-A16" in said
     front = run_np("report", "--json", cwd=project).json["sweep"]
     trials = {(t["params"]["mixed.scheme"], t["params"]["mixed.moves"]): t for t in front["trials"]}
     first = trials[("W8-A8", 0)]

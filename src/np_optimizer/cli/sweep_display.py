@@ -91,7 +91,9 @@ class SweepDisplay:
         elif kind == "trial_start":
             self.running[event["number"]] = {"experiment": event["experiment"], "since": time.monotonic()}
             self._print(Text.assemble(("→ ", "cyan"), f"trial {event['number']} {event['experiment']}: ",
-                                      params_text(event["params"]), " (run again)" if event.get("rerun") else ""))
+                                      params_text(event["params"]), " (run again)" if event.get("rerun") else "",
+                                      "; " + ", ".join(f"{m} {f}" for m, f in event["formats"].items())
+                                      if event.get("formats") else ""))
         elif kind == "progress" and event["number"] in self.running:
             self.running[event["number"]]["text"] = event["text"]
         elif kind == "trial_done":

@@ -206,7 +206,7 @@ class _Driver:
         self.started_at[proposal.number] = time.monotonic()
         self._save()
         self.on_event({"kind": "trial_start", "number": proposal.number, "experiment": name,
-                       "params": proposal.params, "rerun": retry})
+                       "params": proposal.params, "rerun": retry, "formats": dict(attrs.get("formats") or {})})
         self.pool.submit(TrialJob(proposal.number, exp.root, self.run.sweep.method, retry=retry,
                                   measure_on=self.run.sweep.measure_on, metrics=tuple(metrics_of(self.run.sweep))))
 

@@ -99,19 +99,39 @@ def weight_bits(fmt: str) -> int:
 
 def ordered_moves(doc: dict[str, Any], budget: str) -> list[dict[str, Any]]:
     """The greedy moves of a layers_sensitivity.json document: its own `moves` for latency; for size the same
-    greedy order (pipeline/sensitivity.greedy_moves) with each cell's cost the layer's weight bytes in the format."""
-    if budget == "latency":
-        return [dict(m) for m in doc.get("moves") or []]
+    greedy order (pipeline/sensitivity.greedy_moves) with each cell's cost the layer's weight bytes in the format.
+    Then the layers that gain SNR but whose cost the target's tool did not give (a layer its per-layer table does not
+    name): after the priced moves, by gain, their cost unknown (None)."""
     from np_optimizer.pipeline.sensitivity import greedy_moves
 
-    rows = {}
+    if budget == "latency":
+        moves = [dict(m) for m in doc.get("moves") or []]
+    else:
+        rows = {}
+        for layer in doc.get("layers") or []:
+            params = layer.get("params")
+            rows[str(layer["module"])] = {
+                fmt: {"snr_loss_db": cell.get("snr_loss_db"),
+                      "cost": None if params is None else params * weight_bits(fmt) / 8.0}
+                for fmt, cell in (layer.get("formats") or {}).items()}
+        moves = greedy_moves(rows, str(doc["base"]))
+    return moves + _unpriced(doc, {str(m["module"]) for m in moves},
+                             moves[-1]["predicted_snr_gain_db"] if moves else 0.0)
+
+
+def _unpriced(doc: dict[str, Any], priced: set[str], gained: float) -> list[dict[str, Any]]:
+    best = []
     for layer in doc.get("layers") or []:
-        params = layer.get("params")
-        rows[str(layer["module"])] = {
-            fmt: {"snr_loss_db": cell.get("snr_loss_db"),
-                  "cost": None if params is None else params * weight_bits(fmt) / 8.0}
-            for fmt, cell in (layer.get("formats") or {}).items()}
-    return greedy_moves(rows, str(doc["base"]))
+        gains = [(float(cell["snr_loss_db"]), fmt) for fmt, cell in (layer.get("formats") or {}).items()
+                 if fmt != doc.get("base") and (cell.get("snr_loss_db") or 0) > 0]
+        if gains and str(layer["module"]) not in priced:
+            best.append((*max(gains), str(layer["module"])))
+    out = []
+    for gain, fmt, module in sorted(best, key=lambda b: -b[0]):
+        gained += gain
+        out.append({"module": module, "format": fmt, "snr_gain_db": round(gain, 3), "extra_cost": None,
+                    "predicted_snr_gain_db": round(gained, 3), "predicted_extra_cost": None})
+    return out
 
 
 def spread(count: int, points: int) -> list[int]:
@@ -164,7 +184,8 @@ def point_note(point: MixedPoint, unit: str | None) -> str:
         return f"uniform {point.label}"
     said = "; ".join(f"{module} {fmt}" for module, fmt in point.layers.items())
     predicted = ""
-    if point.predicted_snr_gain_db is not None and point.predicted_extra_cost is not None:
-        predicted = f" (predicted +{point.predicted_snr_gain_db:.2f} dB, {point.predicted_extra_cost:+,.6g}" \
-                    f"{f' {unit}' if unit else ''}; measured: the trial's own figures)"
+    if point.predicted_snr_gain_db is not None:
+        cost = "cost not given for every layer" if point.predicted_extra_cost is None else \
+            f"{point.predicted_extra_cost:+,.6g}{f' {unit}' if unit else ''}"
+        predicted = f" (predicted +{point.predicted_snr_gain_db:.2f} dB, {cost}; measured: the trial's own figures)"
     return f"mixed, {point.moves} move(s): {said}{predicted}"
