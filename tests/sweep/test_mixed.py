@@ -37,24 +37,23 @@ def _doc() -> dict[str, Any]:
 def test_the_plan_takes_the_first_k_moves_by_gain_per_cycle_with_both_uniform_points() -> None:
     points, why = plan_points(_doc(), STRATEGY)
     assert why is None
-    assert [(p.label, p.moves) for p in points] == [("W8-A16", 0), ("mixed", 2), ("mixed", 3)]  # spread(3, 2)
-    assert points[0].layers == {} and points[0].scheme == "W8-A16"
-    assert list(points[1].layers.items()) == [("fc", "W8-A16"), ("conv1", "W8-A16")]
-    assert points[2].layers == {"fc": "W8-A16", "conv1": "W8-A16", "conv2": "W8-A16"} and points[2].scheme == "W8-A8"
-    assert points[1].predicted_snr_gain_db == 10.0 and points[1].predicted_extra_cost == 32
+    assert [(p.label, p.moves) for p in points] == [("mixed", 2), ("mixed", 3)]  # spread(3, 2)
+    assert list(points[0].layers.items()) == [("fc", "W8-A16"), ("conv1", "W8-A16")]
+    assert points[1].layers == {"fc": "W8-A16", "conv1": "W8-A16", "conv2": "W8-A16"} and points[1].scheme == "W8-A8"
+    assert points[0].predicted_snr_gain_db == 10.0 and points[0].predicted_extra_cost == 32
     assert [(p.label, p.moves) for p in uniform_points(STRATEGY)] == [("W8-A8", 0), ("W8-A16", 0)]
 
 
 def test_a_size_budget_prices_moves_by_weight_bytes() -> None:
     # W8-A16 keeps int8 weights: every move is free in size, so the order is by gain alone
-    assert [m["module"] for m in ordered_moves(_doc(), "size")] == ["conv1", "conv2", "fc"]
+    assert [m["module"] for m in ordered_moves(_doc(), "size", STRATEGY)] == ["conv1", "conv2", "fc"]
     floats = Strategy("mixed", candidates=("W8-A8", "float"), budget="size", points=8)
     doc = _doc()
     for layer in doc["layers"]:
         layer["formats"]["float"] = layer["formats"].pop("W8-A16")
     doc["formats"] = ["W8-A8", "float"]
     points, _why = plan_points(doc, floats)  # float weights cost 3 bytes more each: gain per byte
-    assert list(points[-1].layers) == ["conv2", "conv1", "fc"] and [p.moves for p in points] == [0, 1, 2, 3]
+    assert list(points[-1].layers) == ["conv2", "conv1", "fc"] and [p.moves for p in points] == [1, 2, 3]
 
 
 def test_a_layer_without_a_cost_moves_after_the_priced_ones_by_gain() -> None:
@@ -63,7 +62,7 @@ def test_a_layer_without_a_cost_moves_after_the_priced_ones_by_gain() -> None:
                                                                        "W8-A16": _cell(20.0, None)}})
     doc["layers"].append({"module": "flat", "params": 10, "formats": {"W8-A8": _cell(0.0, None),
                                                                        "W8-A16": _cell(-1.0, None)}})
-    moves = ordered_moves(doc, "latency")
+    moves = ordered_moves(doc, "latency", STRATEGY)
     assert [m["module"] for m in moves] == ["fc", "conv1", "conv2", "stem"]  # `flat` gains nothing: left out
     assert moves[-1]["extra_cost"] is None and moves[-1]["predicted_snr_gain_db"] == 32.0
     points, _why = plan_points(doc, STRATEGY)
@@ -74,6 +73,26 @@ def test_the_spread_and_a_file_of_other_formats() -> None:
     assert spread(3, 8) == [1, 2, 3] and spread(10, 4) == [2, 5, 8, 10] and spread(0, 4) == []
     points, why = plan_points(_doc(), Strategy("mixed", candidates=("W8-A8", "float"), budget="latency", points=2))
     assert points == [] and "W8-A16" in str(why)
+
+
+def test_from_widest_a_move_gains_what_the_layer_loses_when_it_alone_drops_to_the_base() -> None:
+    """The file of the uniform W8-A16 trial (`sensitivity: [W8-A16, W8-A8]`): each W8-A8 cell says what the model
+    loses with that layer alone in int8; moving it back up gains that much, for its extra cycles."""
+    wide = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=8, measure_from="widest")
+    doc = {"base": "W8-A16", "formats": ["W8-A16", "W8-A8"], "moves": [], "cost": {"unit": "cycles"},
+           "layers": [{"module": "stem", "params": 10, "formats": {"W8-A16": _cell(0.0, 300), "W8-A8": _cell(-8.0, 100)}},
+                      {"module": "body", "params": 10, "formats": {"W8-A16": _cell(0.0, 900), "W8-A8": _cell(-2.0, 500)}},
+                      {"module": "head", "params": 10, "formats": {"W8-A16": _cell(0.0, 50), "W8-A8": _cell(0.5, 50)}}]}
+    points, why = plan_points(doc, wide)
+    assert why is None and [p.moves for p in points] == [1, 2]  # head gains nothing by moving up: left out
+    assert list(points[-1].layers.items()) == [("stem", "W8-A16"), ("body", "W8-A16")]  # 8/200 before 2/400 dB/cycle
+    assert all(p.scheme == "W8-A8" for p in points) and points[-1].predicted_snr_gain_db == 10.0
+    assert plan_points(_doc(), wide)[0] == []  # a file measured from the base is not the one this plan reads
+    params: dict[str, Any] = {}
+    apply_point(params, uniform_points(wide)[1], wide)
+    assert params == {"scheme": "W8-A16", "sensitivity": ["W8-A16", "W8-A8"]}
+    apply_point(params, uniform_points(wide)[0], wide)
+    assert params == {"scheme": "W8-A8"}
 
 
 def test_a_point_sets_the_step_and_only_the_first_measures_sensitivity() -> None:
@@ -98,6 +117,7 @@ SWEEP = 'version: "1.0"\nobjectives: [{latency: min}, {snr: max}]\nstrategy:\n  
     ("    points: 0\n", "S046", "strategy.mixed.points", "points: 8"),
     ("    point: 4\n", "S044", "strategy.mixed.point", "points"),
     ("    - W8-A8\n", "S044", "strategy.mixed", "candidates: [W8-A8, W8-A16]"),
+    ("    from: wides\n", "S048", "strategy.mixed.from", "Did you mean 'widest'?"),
 ])
 def test_each_bad_mixed_block_is_one_issue_at_its_place(body: str, code: str, location: str, hint: str) -> None:
     config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", body)))
@@ -182,7 +202,7 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
     result = run_np_subprocess("sweep", "--workers", "1", cwd=project)
     assert result.exit_code == 0, result.stderr
     said = " ".join(result.stderr.split())  # each mixed trial's line names its layers' formats
-    assert "Greedy moves of the first trial's sensitivity" in said and "mixed.moves=1; cancel W8-A16" in said
+    assert "Greedy moves of the measured sensitivity" in said and "mixed.moves=1; cancel W8-A16" in said
     front = run_np("report", "--json", cwd=project).json["sweep"]
     trials = {(t["params"]["mixed.scheme"], t["params"]["mixed.moves"]): t for t in front["trials"]}
     first = trials[("W8-A8", 0)]

@@ -30,7 +30,7 @@ def _print_plan(plan: SweepPlan) -> None:
     out.print(f"  objectives: {', '.join(plan.objectives)}"
               + (f"; constraints: {', '.join(plan.constraints)}" if plan.constraints else ""), markup=False)
     if plan.strategy == "mixed":  # two uniform trials (the first measures the sensitivity), then the planned mixes
-        out.print(f"  mixed: 2 uniform trials (the first measures each layer's sensitivity), then up to "
+        out.print(f"  mixed: 2 uniform trials (one measures each layer's sensitivity), then up to "
                   f"{plan.budget - 2} with the first k greedy moves; {plan.workers} at a time ({plan.workers_why})",
                   markup=False)
     elif what is None:  # layers: one fully quantized trial, then the float mixes its per-layer SNR suggests

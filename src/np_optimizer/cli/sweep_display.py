@@ -117,7 +117,7 @@ class SweepDisplay:
                 self._print(Text(f"Mixed points: {event['why']}."))
             if event["points"]:
                 said = ", ".join(f"{m} {f}" for m, f in max((p["layers"] for p in event["points"]), key=len).items())
-                self._print(Text(f"Greedy moves of the first trial's sensitivity, in order: {said or 'none'}; "
+                self._print(Text(f"Greedy moves of the measured sensitivity, in order: {said or 'none'}; "
                                  f"{len(event['points'])} more trial(s)"))
         elif kind == "end":
             self.counts = event

@@ -97,6 +97,7 @@ class Strategy:
     candidates: tuple[str, ...] = ()  # mixed: the formats a layer may take, the base first (sweep/mixed.py)
     budget: str | None = None  # mixed: what a move costs, latency or size
     points: int = 0  # mixed: how many mixed trials along the greedy order (the uniform points come on top)
+    measure_from: str = "base"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (base|widest)
 
     @property
     def fixed_space(self) -> bool:
@@ -274,8 +275,8 @@ def _strategy(raw: Any, issues: list[ValidationIssue]) -> Strategy:
     if isinstance(raw, dict) and set(raw) == {"mixed"}:
         from np_optimizer.config.sweep_mixed import mixed_strategy
 
-        candidates, budget, points = mixed_strategy(raw["mixed"], issues)
-        return Strategy("mixed", candidates=candidates, budget=budget, points=points)
+        candidates, budget, points, measure_from = mixed_strategy(raw["mixed"], issues)
+        return Strategy("mixed", candidates=candidates, budget=budget, points=points, measure_from=measure_from)
     name = next(iter(raw), None) if isinstance(raw, dict) and len(raw) == 1 else raw
     issues.append(issue("S040", L_SCHEMA, "strategy", f"Unknown strategy {raw!r}.",
                         (did_you_mean(str(name), _STRATEGIES) + " " if isinstance(name, str) else "") +

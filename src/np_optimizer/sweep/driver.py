@@ -72,7 +72,7 @@ def sweep_key(sweep: SweepConfig) -> str:
         "strategy": sweep.strategy.name, "seed": sweep.strategy.seed, "method": sweep.method,
         "measure_on": sweep.measure_on, "layers_scheme": sweep.strategy.scheme}
     if sweep.strategy.name == "mixed":  # only then: the keys of the sweeps before it stay as they were
-        shape["mixed"] = [list(sweep.strategy.candidates), sweep.strategy.budget]
+        shape["mixed"] = [list(sweep.strategy.candidates), sweep.strategy.budget, sweep.strategy.measure_from]
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -228,7 +228,7 @@ class _Driver:
                                       duration_s=result.duration_s, caveats=caveats)
         if self.run.sweep.strategy.name == "layers" and trial.params.get("layers.keep_float") == 0:
             self._rank(trial.experiment, state)
-        if self.run.sweep.strategy.name == "mixed" and self._first_mixed(trial):
+        if self.run.sweep.strategy.name == "mixed" and self._measuring(trial):
             self._plan_mixed(trial.experiment, state)
         self._save()
         self.on_event({"kind": "trial_done", "number": number, "experiment": trial.experiment, "state": state,
@@ -244,17 +244,17 @@ class _Driver:
         self.study.set_ranking(ranking, why)
         self.on_event({"kind": "ranking", "layers": ranking[:8], "why": why})
 
-    def _first_mixed(self, trial: SweepTrial) -> bool:
-        from np_optimizer.sweep.mixed import first_point
+    def _measuring(self, trial: SweepTrial) -> bool:
+        from np_optimizer.sweep.mixed import measuring_point
 
-        return trial.params == first_point(self.run.sweep.strategy).params
+        return trial.params == measuring_point(self.run.sweep.strategy).params
 
     def _plan_mixed(self, experiment: str, state: str) -> None:
-        """After the mixed strategy's first trial: its trials planned from the sensitivity it measured (stored in the
-        study, so a resume keeps them)."""
+        """After the mixed strategy's measuring trial: its trials planned from the sensitivity it measured (stored in
+        the study, so a resume keeps them)."""
         from np_optimizer.sweep.mixed import read_plan
 
-        points, why, unit = ([], "the first trial failed", None) if state != COMPLETE else read_plan(
+        points, why, unit = ([], "the trial that measures the sensitivity failed", None) if state != COMPLETE else read_plan(
             Experiment(self.run.project.root / experiment), self.run.sweep.strategy)
         self.study.set_mixed_plan(points, why, unit)
         self.on_event({"kind": "mixed_plan", "points": [p.to_json() for p in points], "why": why, "unit": unit})
@@ -315,9 +315,9 @@ class _Driver:
             if first is not None:  # the sweep stopped between the first trial's end and its ranking
                 self._rank(first.experiment, first.state)
         if self.run.sweep.strategy.name == "mixed" and self.study.mixed_plan() is None:
-            done = next((t for t in self.trials.values() if self._first_mixed(t) and t.state in (COMPLETE, FAILED)),
+            done = next((t for t in self.trials.values() if self._measuring(t) and t.state in (COMPLETE, FAILED)),
                         None)
-            if done is not None:  # the sweep stopped between the first trial's end and its plan
+            if done is not None:  # the sweep stopped between the measuring trial's end and its plan
                 self._plan_mixed(done.experiment, done.state)
         stale = self.study.interrupted()
         self.on_event({"kind": "start", "workers": self.pool.slots, "why": self.run.workers_why,

@@ -148,7 +148,7 @@ class SweepStudy:
             return 1 + (len(keep) if ranking is None else sum(1 for k in keep if k <= len(ranking)))
         if self.sweep.strategy.name == "mixed":
             planned = self.mixed_plan()
-            return 1 + (len(planned) if planned is not None else 1 + self.sweep.strategy.points)
+            return 2 + (len(planned) if planned is not None else self.sweep.strategy.points)
         if self.sweep.strategy.name == "optuna":
             return min(self.sweep.strategy.trials or 0, len(self.grid))
         return len(self.grid)
@@ -302,10 +302,9 @@ class SweepStudy:
         strategy = self.sweep.strategy
         if point is None:
             tried = {(t.params.get(mixed.SCHEME), t.params.get(mixed.MOVES)) for t in self.counted()}
-            first = mixed.first_point(strategy)
-            planned = [first] if (first.label, 0) not in tried else self.mixed_plan() or []
+            planned = [*mixed.uniform_points(strategy), *(self.mixed_plan() or [])]
             point = next((p for p in planned if (p.label, p.moves) not in tried), None)
-            if point is None:  # all run, or the first trial still runs, failed, or gave no sensitivity
+            if point is None:  # all run, or the measuring trial still runs, failed, or gave no sensitivity
                 return None
             self.study.enqueue_trial(point.params)
         trial = self.study.ask(mixed.distributions(strategy))
