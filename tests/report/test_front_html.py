@@ -129,7 +129,7 @@ def test_mixed_points_are_ringed_and_labelled_beside_the_uniform_ones() -> None:
     def point(number: int, scheme: str, moves: int, latency: float, snr: float, formats: dict[str, str]) -> SweepTrial:
         return replace(_trial(number, f"experiment_0{number + 1}", latency, snr),
                        params={"mixed.scheme": scheme, "mixed.moves": moves}, formats=formats,
-                       note="mixed, 1 move(s): conv1 W8-A16" if formats else f"uniform {scheme}")
+                       note="mixed, 1 move(s): W8-A8, but conv1 W8-A16" if formats else f"uniform {scheme}")
 
     record = replace(_record(point(0, "W8-A8", 0, 10.0, 20.0, {}), point(1, "W8-A16", 0, 16.0, 40.0, {}),
                              point(2, "mixed", 1, 11.0, 39.0, {"conv1": "W8-A16"})), strategy="mixed")
@@ -140,4 +140,4 @@ def test_mixed_points_are_ringed_and_labelled_beside_the_uniform_ones() -> None:
     assert svg.count('data-kind="uniform"') == 2 and svg.count('data-kind="mixed"') == 1
     assert 'data-formats="conv1: W8-A16"' in svg and "#2 mixed (1 moves)" in svg and "#0 uniform W8-A8" in svg
     assert "Ringed points are mixed" in caption
-    assert "Trial 2 (experiment_03): mixed, 1 move(s): conv1 W8-A16" in trial_lines(view)
+    assert "Trial 2 (experiment_03): mixed, 1 move(s): W8-A8, but conv1 W8-A16" in trial_lines(view)

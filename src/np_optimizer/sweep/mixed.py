@@ -11,8 +11,10 @@
 2. From that file, the per-layer moves out of the base format in greedy order, SNR gained per unit of extra cost:
    `budget: latency` prices them by the target's figures (Vela's cycles on Ethos-U, traced times for XNNPACK; from
    the base, the file's own `moves`), `budget: size` by the layer's weight bytes in each format.
-3. One trial per point k along that order (the first k moves, as graph_quantize `layers:` over the base scheme), k
-   spread over the moves. Each trial is a run.yaml np runs and profiles like any other: the figures on the front are
+3. One trial per point k along that order (the first k moves as graph_quantize `layers:`), k spread over the
+   moves: from the base, over the base scheme; from the widest, the widest scheme with the layers not moved up
+   dropped to the base (the ops outside weighted layers, as adds, pools, the model's input and output, then keep the
+   widest format: on sample_npu's CNN they, not the convolutions, held the SNR W8-A16 adds). Each trial is a run.yaml np runs and profiles like any other: the figures on the front are
    the compiled program's, never the sum of the per-layer predictions (the predictions are kept in the trial's note).
 
 Trial params: `mixed.scheme` (a candidate for a uniform trial, `mixed` otherwise) and `mixed.moves` (k). Pure but
@@ -21,6 +23,7 @@ for read_plan, which reads the measuring trial's file.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -177,12 +180,18 @@ def plan_points(doc: dict[str, Any], strategy: Strategy) -> tuple[list[MixedPoin
         return [], f"the sensitivity file is of formats {doc.get('formats')}, not {sensitivity_formats(strategy)}"
     moves = [m for m in ordered_moves(doc, strategy.budget or "latency", strategy)
              if m.get("format") in strategy.candidates]
+    base, widest = strategy.candidates[0], strategy.candidates[-1]
+    weighted = [str(layer["module"]) for layer in doc.get("layers") or []]
     out = []
     for k in spread(len(moves), strategy.points):
-        taken = moves[:k]
-        out.append(MixedPoint(strategy.candidates[0], k, {str(m["module"]): str(m["format"]) for m in taken},
-                              predicted_snr_gain_db=taken[-1].get("predicted_snr_gain_db"),
-                              predicted_extra_cost=taken[-1].get("predicted_extra_cost")))
+        taken = {str(m["module"]): str(m["format"]) for m in moves[:k]}
+        if strategy.measure_from == "widest":  # the widest scheme, the layers not moved up dropped to the base
+            point = MixedPoint(widest, k, {m: base for m in weighted if m not in taken})
+        else:
+            point = MixedPoint(base, k, taken)
+        if point.layers:  # every layer moved up from the widest scheme: the uniform widest trial already
+            out.append(dataclasses.replace(point, predicted_snr_gain_db=moves[k - 1].get("predicted_snr_gain_db"),
+                                           predicted_extra_cost=moves[k - 1].get("predicted_extra_cost")))
     return out, None if moves else "no layer gains SNR in another candidate format: only the uniform points run"
 
 
@@ -216,4 +225,4 @@ def point_note(point: MixedPoint, unit: str | None) -> str:
         cost = "cost not given for every layer" if point.predicted_extra_cost is None else \
             f"{point.predicted_extra_cost:+,.6g}{f' {unit}' if unit else ''}"
         predicted = f" (predicted +{point.predicted_snr_gain_db:.2f} dB, {cost}; measured: the trial's own figures)"
-    return f"mixed, {point.moves} move(s): {said}{predicted}"
+    return f"mixed, {point.moves} move(s): {point.scheme}, but {said}{predicted}"
