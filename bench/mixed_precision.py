@@ -51,7 +51,8 @@ from torch import nn
 class DoG(nn.Conv2d):
     """A difference-of-Gaussians filter bank on raw pixels (0..255): two blurs of each pixel, subtracted in the layer.
     The blurs are large numbers (about the pixel level), their difference (the edges) a few units: in int8 the blurs'
-    step (about 2) drowns the edges, in int16 they survive."""
+    step (about 2) drowns the edges, in int16 they survive. Its weights sit on the int8 grid, so that int8 weight
+    rounding (in W8-A8 and W8-A16 alike) does not leave a residue of the pixel level in the difference."""
 
     def __init__(self, bands=8):
         super().__init__(1, 2 * bands, 5, padding=2)
@@ -60,7 +61,9 @@ class DoG(nn.Conv2d):
             for i in range(2 * bands):
                 sigma = (0.6 if i < bands else 1.6) * (1 + 0.1 * (i % bands))
                 g = torch.exp(-(grid[:, None] ** 2 + grid[None, :] ** 2) / (2 * sigma ** 2))
-                self.weight[i, 0] = g / g.sum()
+                g = g / g.sum()
+                step = g.abs().max() / 127  # on the int8 weight grid (per channel): only activations round
+                self.weight[i, 0] = torch.round(g / step) * step
             self.bias.zero_()
 
     def forward(self, x):
