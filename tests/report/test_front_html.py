@@ -117,3 +117,27 @@ def test_a_partial_estimate_is_marked_on_its_point() -> None:
     svg, _caption = front_scatter(front_view(_record(_trial(0, "experiment_01", 10.0, 30.0), partial)), {})
     assert svg is not None and svg.count('data-partial="true"') == 1 and svg.count('data-partial="false"') == 1
     assert "latency 8.00 ms (NPU part)" in svg and "To do: use a mean" in svg
+
+
+def test_mixed_points_are_ringed_and_labelled_beside_the_uniform_ones() -> None:
+    """The mixed strategy's trials: uniform ones labelled with their format, mixed ones ringed, labelled with their
+    count of moves and naming each layer's format; the table's lines say the same."""
+    from dataclasses import replace
+
+    from np_optimizer.report.front import trial_lines
+
+    def point(number: int, scheme: str, moves: int, latency: float, snr: float, formats: dict[str, str]) -> SweepTrial:
+        return replace(_trial(number, f"experiment_0{number + 1}", latency, snr),
+                       params={"mixed.scheme": scheme, "mixed.moves": moves}, formats=formats,
+                       note="mixed, 1 move(s): W8-A8, but conv1 W8-A16" if formats else f"uniform {scheme}")
+
+    record = replace(_record(point(0, "W8-A8", 0, 10.0, 20.0, {}), point(1, "W8-A16", 0, 16.0, 40.0, {}),
+                             point(2, "mixed", 1, 11.0, 39.0, {"conv1": "W8-A16"})), strategy="mixed")
+    view = front_view(record)
+    assert view.point(2) is not None and view.point(2).formats == {"conv1": "W8-A16"}  # type: ignore[union-attr]
+    svg, caption = front_scatter(view, {})
+    assert svg is not None and svg.count('class="mixed-ring"') == 1
+    assert svg.count('data-kind="uniform"') == 2 and svg.count('data-kind="mixed"') == 1
+    assert 'data-formats="conv1: W8-A16"' in svg and "#2 mixed (1 moves)" in svg and "#0 uniform W8-A8" in svg
+    assert "Ringed points are mixed" in caption
+    assert "Trial 2 (experiment_03): mixed, 1 move(s): W8-A8, but conv1 W8-A16" in trial_lines(view)

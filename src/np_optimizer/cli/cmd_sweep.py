@@ -29,7 +29,11 @@ def _print_plan(plan: SweepPlan) -> None:
               + (f", each trial measured on {plan.measure_on}" if plan.measure_on else ""), markup=False)
     out.print(f"  objectives: {', '.join(plan.objectives)}"
               + (f"; constraints: {', '.join(plan.constraints)}" if plan.constraints else ""), markup=False)
-    if what is None:  # layers: one fully quantized trial, then the float mixes its per-layer SNR suggests
+    if plan.strategy == "mixed":  # two uniform trials (the first measures the sensitivity), then the planned mixes
+        out.print(f"  mixed: 2 uniform trials (one measures each layer's sensitivity), then up to "
+                  f"{plan.budget - 2} with the first k greedy moves; {plan.workers} at a time ({plan.workers_why})",
+                  markup=False)
+    elif what is None:  # layers: one fully quantized trial, then the float mixes its per-layer SNR suggests
         out.print(f"  layers: 1 trial quantized fully, then up to {plan.budget - 1} keeping its most damaging layers "
                   f"float; {plan.workers} at a time ({plan.workers_why})", markup=False)
     else:

@@ -91,7 +91,9 @@ class SweepDisplay:
         elif kind == "trial_start":
             self.running[event["number"]] = {"experiment": event["experiment"], "since": time.monotonic()}
             self._print(Text.assemble(("→ ", "cyan"), f"trial {event['number']} {event['experiment']}: ",
-                                      params_text(event["params"]), " (run again)" if event.get("rerun") else ""))
+                                      params_text(event["params"]), " (run again)" if event.get("rerun") else "",
+                                      "; " + ", ".join(f"{m} {f}" for m, f in event["formats"].items())
+                                      if event.get("formats") else ""))
         elif kind == "progress" and event["number"] in self.running:
             self.running[event["number"]]["text"] = event["text"]
         elif kind == "trial_done":
@@ -110,6 +112,13 @@ class SweepDisplay:
             else:
                 ranked = ", ".join(f"{r['module']} (lost {r['lost_db']:.2f} dB)" for r in event["layers"][:4])
                 self._print(Text(f"Most damaging layers of the first trial: {ranked}"))
+        elif kind == "mixed_plan":
+            if event.get("why"):
+                self._print(Text(f"Mixed points: {event['why']}."))
+            if event["points"]:
+                said = ", ".join(f"{m} {f}" for m, f in max((p["layers"] for p in event["points"]), key=len).items())
+                self._print(Text(f"Greedy moves of the measured sensitivity, in order: {said or 'none'}; "
+                                 f"{len(event['points'])} more trial(s)"))
         elif kind == "end":
             self.counts = event
         if self._live is not None:

@@ -8,7 +8,7 @@
       graph_quantize.scheme: [W8-A8, W8-A16]   # kind.parameter: that step's parameter
     objectives: [{latency: min}, {snr: max}]
     constraints: ["latency <= 20 ms", "snr >= 30"]
-    strategy: grid                       # or {optuna: {trials: 12, seed: 0}}
+    strategy: grid                       # or {optuna: {trials: 12, seed: 0}}, {layers: ...}, {mixed: ...}
     method: mlia                         # the profile method of each trial's np run (default: the device's)
     measure_on: host                     # then measure each trial's last checkpoint on this device (np profile -d)
 
@@ -33,6 +33,7 @@ __all__ = ["SweepConfig", "Dimension", "Objective", "Constraint", "Strategy", "v
            "OBJECTIVE_METRICS", "SWEEP_FILE", "load_sweep"]
 
 SWEEP_FILE = "sweep.yaml"
+_STRATEGIES = ("grid", "optuna", "layers", "mixed")
 _TOP_LEVEL = ("version", "base", "space", "objectives", "constraints", "strategy", "method", "measure_on")
 # the words a user writes -> the metric np records
 OBJECTIVE_METRICS: dict[str, MetricType] = {
@@ -88,11 +89,20 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Strategy:
-    name: str  # grid | optuna | layers
+    name: str  # grid | optuna | layers | mixed
     trials: int | None = None
     seed: int = 0
     scheme: str | None = None  # layers: the scheme of the first trial, whose per-layer SNR ranks the layers
     keep: tuple[int, ...] = ()  # layers: how many of the most damaging layers each further trial keeps float
+    candidates: tuple[str, ...] = ()  # mixed: the formats a layer may take, the base first (sweep/mixed.py)
+    budget: str | None = None  # mixed: what a move costs, latency or size
+    points: int = 0  # mixed: how many mixed trials along the greedy order (the uniform points come on top)
+    measure_from: str = "base"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (base|widest)
+
+    @property
+    def fixed_space(self) -> bool:
+        """Strategies that vary the layers themselves: every space line takes one value (it applies to each trial)."""
+        return self.name in ("layers", "mixed")
 
 
 @dataclass(frozen=True)
@@ -262,9 +272,16 @@ def _strategy(raw: Any, issues: list[ValidationIssue]) -> Strategy:
                                 "4]}}`."))
             return Strategy("layers", scheme="W8-A8", keep=(1,))
         return Strategy("layers", scheme=scheme, keep=tuple(keep))
+    if isinstance(raw, dict) and set(raw) == {"mixed"}:
+        from np_optimizer.config.sweep_mixed import mixed_strategy
+
+        candidates, budget, points, measure_from = mixed_strategy(raw["mixed"], issues)
+        return Strategy("mixed", candidates=candidates, budget=budget, points=points, measure_from=measure_from)
+    name = next(iter(raw), None) if isinstance(raw, dict) and len(raw) == 1 else raw
     issues.append(issue("S040", L_SCHEMA, "strategy", f"Unknown strategy {raw!r}.",
-                        "Write `grid`, `{optuna: {trials: 12, seed: 0}}` or `{layers: {scheme: W8-A8, keep_float: "
-                        "[1, 2, 4]}}`."))
+                        (did_you_mean(str(name), _STRATEGIES) + " " if isinstance(name, str) else "") +
+                        "Write `grid`, `{optuna: {trials: 12, seed: 0}}`, `{layers: {scheme: W8-A8, keep_float: "
+                        "[1, 2, 4]}}` or `{mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8}}`."))
     return Strategy("grid")
 
 
@@ -286,12 +303,12 @@ def validate_sweep(data: Any) -> tuple[SweepConfig | None, list[ValidationIssue]
         issues.append(issue("S004", L_SCHEMA, "base", "`base` names an experiment of the project.",
                             "Example: `base: experiment_01`."))
     strategy = _strategy(data.get("strategy"), issues)
-    # the layers strategy varies the float layers itself: a space is optional there (each value fixed for all trials)
-    space = [] if strategy.name == "layers" and data.get("space") is None else _space(data.get("space"), issues)
-    if strategy.name == "layers" and any(len(d.values) != 1 for d in space):
-        issues.append(issue("S043", L_SCHEMA, "space", "With the layers strategy each space line takes one value "
-                            "(it applies to every trial).", "Run a grid sweep first to choose them, then one layers "
-                            "sweep with those values."))
+    # the layers and mixed strategies vary the layers themselves: a space is optional (each value fixed for all trials)
+    space = [] if strategy.fixed_space and data.get("space") is None else _space(data.get("space"), issues)
+    if strategy.fixed_space and any(len(d.values) != 1 for d in space):
+        issues.append(issue("S043", L_SCHEMA, "space", f"With the {strategy.name} strategy each space line takes one "
+                            "value (it applies to every trial).", "Run a grid sweep first to choose them, then one "
+                            f"{strategy.name} sweep with those values."))
     objectives = _objectives(data.get("objectives"), issues)
     constraints = _constraints(data.get("constraints"), issues)
     method = data.get("method")

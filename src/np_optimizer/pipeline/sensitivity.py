@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from np_optimizer.pipeline.context import StepContext
     from np_optimizer.quantize.layer_formats import LayerFormats
 
-__all__ = ["SENSITIVITY_FILE", "candidates_for", "greedy_moves", "analyse", "sensitivity_step"]
+__all__ = ["SENSITIVITY_FILE", "candidates_for", "greedy_moves", "layer_params", "analyse", "sensitivity_step"]
 
 _HOST_MEASURE = {"num_executions": 3, "warmup": 1, "num_layer_executions": 5, "timeout": 120}
 
@@ -165,6 +165,20 @@ def _per_layer(ctx: StepContext, q: _Quantizer, formats: tuple[str, ...]
     return base_snr, rows, base_program
 
 
+def layer_params(program: ExportedProgram) -> dict[str, int]:
+    """Each weighted layer's parameter count (weights and bias): a sweep's `budget: size` prices a move by it."""
+    from np_optimizer.quantize.pt2e import is_weighted, module_path
+
+    names, state = program.graph_signature.inputs_to_parameters, program.state_dict
+    out: dict[str, int] = {}
+    for node in program.graph.nodes:
+        if is_weighted(node):
+            count = sum(int(state[names[a.name]].numel()) for a in node.all_input_nodes
+                        if a.op == "placeholder" and a.name in names and names[a.name] in state)
+            out[module_path(node)] = out.get(module_path(node), 0) + count
+    return out
+
+
 def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
             always_float: frozenset[str]) -> tuple[dict[str, Any], list[str]]:
     """Measure every (weighted layer, format) and write the file; returns job.json's summary and the warnings."""
@@ -183,6 +197,7 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
         for fmt, cell in by_format.items():
             cell["cost"] = costs.get(fmt, {}).get(module)
     ranked = sorted(rows.items(), key=lambda item: -_loss_order(item[1]))
+    params = layer_params(ctx.program)
     seconds = {"snr": round(snr_seconds, 2), "total": round(time.perf_counter() - start, 2)}
     document = {"schema_version": 1, "checkpoint": "GRAPH_QUANTIZE", "device": device.name, "base": formats[0],
                 "formats": list(formats), "base_snr_db": _db(base_snr),
@@ -192,7 +207,7 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
                                "format; snr_loss_db: that SNR minus the base model's (what the layer loses in the "
                                "base format)"},
                 "cost": cost_about, "seconds": seconds, "warnings": warnings,
-                "layers": [{"module": m, "formats": cells} for m, cells in ranked],
+                "layers": [{"module": m, "params": params.get(m), "formats": cells} for m, cells in ranked],
                 "moves": greedy_moves(rows, formats[0])}
     write_json(ctx.artifacts_dir / SENSITIVITY_FILE, document)
     ctx.log.info(f"  sensitivity: {len(rows)} layer(s) x {len(formats)} format(s) in {seconds['total']:.1f} s "

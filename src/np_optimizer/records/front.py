@@ -61,6 +61,7 @@ class FrontPoint(Record):
     kept_float: tuple[str, ...] = ()
     note: str | None = None
     caveats: tuple[str, ...] = ()
+    formats: dict[str, str] = field(default_factory=dict)  # mixed strategy: module path -> format ({}: uniform)
 
     def partial(self, metric: str) -> bool:
         """Whether this trial's value of `metric` covers the NPU part of the model only (its caveats say so)."""

@@ -42,12 +42,13 @@ class SweepTrial(Record):
     kept_float: tuple[str, ...] = ()  # layers strategy: the layers this trial keeps float
     note: str | None = None  # layers strategy: how the trial was proposed ("2 most damaging layers float")
     caveats: tuple[str, ...] = ()  # one line each: a value that covers part of the model only (NPU part)
+    formats: dict[str, str] = field(default_factory=dict)  # mixed strategy: module path -> the format it was given
 
 
 @dataclass(frozen=True, eq=False, repr=False)
 class SweepRecord(Record):
     sweep_file: str  # the sweep.yaml it came from, relative to the project
-    strategy: str  # grid | optuna | layers
+    strategy: str  # grid | optuna | layers | mixed
     objectives: tuple[SweepObjective, ...]
     constraints: tuple[SweepConstraint, ...] = ()
     trials: tuple[SweepTrial, ...] = ()

@@ -110,7 +110,7 @@ def front_view(record: SweepRecord) -> FrontView:
             feasible=t.state == COMPLETE and not violations[t.number], violations=violations[t.number],
             best_for=tuple(name for name, numbers in best.items() if t.number in numbers), missing=missing,
             reason=_one_line(t.reason), kept_float=tuple(t.kept_float), note=t.note,
-            caveats=tuple(t.caveats)))
+            caveats=tuple(t.caveats), formats=dict(t.formats)))
     return FrontView(record.sweep_file, record.strategy, objectives, record.constraints, tuple(points),
                      _varying(trials), best, record.device, record.method, record.measure_on)
 
@@ -171,8 +171,9 @@ def trial_lines(view: FrontView) -> list[str]:
     lines = [f"Trial {p.number} ({p.experiment}) failed: {p.reason or NO_REASON}" for p in view.failed]
     lines += [f"Trial {p.number} ({p.experiment}) gave no {', '.join(p.missing)} value: {p.reason or NO_REASON}"
               for p in view.trials if p.missing]
-    lines += [f"Trial {p.number} ({p.experiment}) keeps {p.note.removeprefix('float: ')}" for p in view.trials
-              if p.note]
+    lines += [f"Trial {p.number} ({p.experiment}) keeps {p.note.removeprefix('float: ')}"
+              if p.note.startswith("float: ") else f"Trial {p.number} ({p.experiment}): {p.note}"
+              for p in view.trials if p.note]
     lines += [f"Trial {p.number} ({p.experiment}): {caveat}" for p in view.trials for caveat in p.caveats]
     return lines
 

@@ -66,11 +66,13 @@ class SweepRun:
 
 def sweep_key(sweep: SweepConfig) -> str:
     """What a resumed sweep must share with the one it continues (not the budget: more trials may be asked)."""
-    shape = {"base": sweep.base, "space": [[d.path, list(d.values)] for d in sweep.space],
-             "objectives": [[o.name, o.maximize] for o in sweep.objectives],
-             "constraints": [c.text for c in sweep.constraints], "strategy": sweep.strategy.name,
-             "seed": sweep.strategy.seed, "method": sweep.method, "measure_on": sweep.measure_on,
-             "layers_scheme": sweep.strategy.scheme}
+    shape: dict[str, Any] = {
+        "base": sweep.base, "space": [[d.path, list(d.values)] for d in sweep.space],
+        "objectives": [[o.name, o.maximize] for o in sweep.objectives], "constraints": [c.text for c in sweep.constraints],
+        "strategy": sweep.strategy.name, "seed": sweep.strategy.seed, "method": sweep.method,
+        "measure_on": sweep.measure_on, "layers_scheme": sweep.strategy.scheme}
+    if sweep.strategy.name == "mixed":  # only then: the keys of the sweeps before it stay as they were
+        shape["mixed"] = [list(sweep.strategy.candidates), sweep.strategy.budget, sweep.strategy.measure_from]
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -189,7 +191,7 @@ class _Driver:
                 t.user_attrs.get("checkpoint"), dict(values), t.user_attrs.get("reason"),
                 t.user_attrs.get("duration_s"), int(t.user_attrs.get("runs", 1)),
                 tuple(t.user_attrs.get("kept_float") or ()), t.user_attrs.get("note"),
-                tuple(t.user_attrs.get("caveats") or ()))
+                tuple(t.user_attrs.get("caveats") or ()), dict(t.user_attrs.get("formats") or {}))
 
     def _start(self, proposal: Proposal, retry: bool) -> None:
         name = proposal.experiment or next_experiment_name(self.run.project)
@@ -200,11 +202,11 @@ class _Driver:
         self.trials[proposal.number] = SweepTrial(proposal.number, name, proposal.params, RUNNING,
                                                   runs=int(attrs.get("runs", 1)),
                                                   kept_float=tuple(attrs.get("kept_float") or ()),
-                                                  note=attrs.get("note"))
+                                                  note=attrs.get("note"), formats=dict(attrs.get("formats") or {}))
         self.started_at[proposal.number] = time.monotonic()
         self._save()
         self.on_event({"kind": "trial_start", "number": proposal.number, "experiment": name,
-                       "params": proposal.params, "rerun": retry})
+                       "params": proposal.params, "rerun": retry, "formats": dict(attrs.get("formats") or {})})
         self.pool.submit(TrialJob(proposal.number, exp.root, self.run.sweep.method, retry=retry,
                                   measure_on=self.run.sweep.measure_on, metrics=tuple(metrics_of(self.run.sweep))))
 
@@ -226,6 +228,8 @@ class _Driver:
                                       duration_s=result.duration_s, caveats=caveats)
         if self.run.sweep.strategy.name == "layers" and trial.params.get("layers.keep_float") == 0:
             self._rank(trial.experiment, state)
+        if self.run.sweep.strategy.name == "mixed" and self._measuring(trial):
+            self._plan_mixed(trial.experiment, state)
         self._save()
         self.on_event({"kind": "trial_done", "number": number, "experiment": trial.experiment, "state": state,
                        "values": values, "reason": reason, "hint": result.error.hint if result.error else None,
@@ -239,6 +243,21 @@ class _Driver:
             Experiment(self.run.project.root / experiment))
         self.study.set_ranking(ranking, why)
         self.on_event({"kind": "ranking", "layers": ranking[:8], "why": why})
+
+    def _measuring(self, trial: SweepTrial) -> bool:
+        from np_optimizer.sweep.mixed import measuring_point
+
+        return trial.params == measuring_point(self.run.sweep.strategy).params
+
+    def _plan_mixed(self, experiment: str, state: str) -> None:
+        """After the mixed strategy's measuring trial: its trials planned from the sensitivity it measured (stored in
+        the study, so a resume keeps them)."""
+        from np_optimizer.sweep.mixed import read_plan
+
+        points, why, unit = ([], "the trial that measures the sensitivity failed", None) if state != COMPLETE else read_plan(
+            Experiment(self.run.project.root / experiment), self.run.sweep.strategy)
+        self.study.set_mixed_plan(points, why, unit)
+        self.on_event({"kind": "mixed_plan", "points": [p.to_json() for p in points], "why": why, "unit": unit})
 
     def _wait_for_leftovers(self, stale: list[Any]) -> None:
         """The trials a stopped sweep left running are killed with it (processes.dies_with_parent), but a killed
@@ -295,6 +314,11 @@ class _Driver:
                           t.state in (COMPLETE, FAILED)), None)
             if first is not None:  # the sweep stopped between the first trial's end and its ranking
                 self._rank(first.experiment, first.state)
+        if self.run.sweep.strategy.name == "mixed" and self.study.mixed_plan() is None:
+            done = next((t for t in self.trials.values() if self._measuring(t) and t.state in (COMPLETE, FAILED)),
+                        None)
+            if done is not None:  # the sweep stopped between the measuring trial's end and its plan
+                self._plan_mixed(done.experiment, done.state)
         stale = self.study.interrupted()
         self.on_event({"kind": "start", "workers": self.pool.slots, "why": self.run.workers_why,
                        "budget": self.study.budget(), "grid": len(self.study.grid),

@@ -56,7 +56,12 @@ def plan_of(project: Project, path: Path, sweep: SweepConfig, workers: int | Non
     base = base_run(project, sweep)
     study = SweepStudy(sweep, base, sweep_dir(project.root))
     trials = []
-    for params, run in study.grid:
+    runs = study.grid
+    if sweep.strategy.name == "mixed":  # the mixed points are planned from the first trial: its two uniform ones here
+        from np_optimizer.sweep.mixed import uniform_points
+
+        runs = [(p.params, study.mixed_run(p)) for p in uniform_points(sweep.strategy)]
+    for params, run in runs:
         config, issues = validate_run(run, device, model=project.info["model"])
         detail = detail_for(sweep, run, params)
         if config is not None and detail is not None:

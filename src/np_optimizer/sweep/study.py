@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.sweep import SweepConfig
 from np_optimizer.config.sweep_space import detail_for, run_for, run_key, trial_runs
+from np_optimizer.workspace.sweep_files import repair_journal
 
 if TYPE_CHECKING:
     import optuna
+
+    from np_optimizer.sweep.mixed import MixedPoint
 
 __all__ = ["SweepStudy", "Proposal", "constraint_values", "STUDY_NAME"]
 
@@ -48,20 +51,6 @@ def constraint_values(sweep: SweepConfig, values: dict[str, float | None]) -> li
         else:
             out.append(c.limit - value + (1e-12 if c.op == ">" and value == c.limit else 0.0))
     return out
-
-
-def _repair_journal(path: Path) -> None:
-    """A journal cut in the middle of a line (kill -9 while Optuna appended) loses that line only; its lock file left
-    behind by the killed process is removed (the caller holds the sweep's own lock, so no writer can be alive)."""
-    lock = Path(str(path) + ".lock")
-    if lock.is_symlink() or lock.exists():
-        lock.unlink()
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
 
 
 class SweepStudy:
@@ -95,7 +84,7 @@ class SweepStudy:
         storage: optuna.storages.BaseStorage | None = None
         if not self.storage_url:
             self.folder.mkdir(parents=True, exist_ok=True)
-            _repair_journal(self.journal)
+            repair_journal(self.journal)
             storage = JournalStorage(JournalFileBackend(str(self.journal)))
         try:
             if storage is None:
@@ -157,6 +146,9 @@ class SweepStudy:
             ranking = self.ranking()
             keep = self.sweep.strategy.keep
             return 1 + (len(keep) if ranking is None else sum(1 for k in keep if k <= len(ranking)))
+        if self.sweep.strategy.name == "mixed":
+            planned = self.mixed_plan()
+            return 2 + (len(planned) if planned is not None else self.sweep.strategy.points)
         if self.sweep.strategy.name == "optuna":
             return min(self.sweep.strategy.trials or 0, len(self.grid))
         return len(self.grid)
@@ -189,6 +181,8 @@ class SweepStudy:
             return None
         if self.sweep.strategy.name == "layers":
             return self._ask_layers()
+        if self.sweep.strategy.name == "mixed":
+            return self._ask_mixed()
         tried = self.tried_keys()
         untried = [(params, run) for params, run in self.grid
                    if run_key(run, detail_for(self.sweep, run, params)) not in tried]
@@ -215,8 +209,9 @@ class SweepStudy:
 
     # --- the layers strategy -------------------------------------------------------------------------------------
 
-    def layers_run(self, kept: list[str]) -> dict[str, Any]:
-        """The base (with the space's one value per line) quantized with the strategy's scheme, `kept` left float."""
+    def strategy_run(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The base run (with the space's one value per line) and its quantizing step's parameters, which the layers
+        and mixed strategies set (the step is added when the base has none)."""
         run = run_for(self.sweep, self.base_run, dict(self.grid[0][0]) if self.grid else {})
         from np_optimizer.sweep.layers import float_step
 
@@ -229,8 +224,13 @@ class SweepStudy:
         params = steps[index][kind]
         params = params[0] if isinstance(params, list) and params and isinstance(params[0], dict) else {}
         steps[index][kind] = [params]
-        params["scheme"] = self.sweep.strategy.scheme
         params.pop("automatic_mixed_precision", None)
+        return run, params
+
+    def layers_run(self, kept: list[str]) -> dict[str, Any]:
+        """The base quantized with the strategy's scheme, `kept` left float."""
+        run, params = self.strategy_run()
+        params["scheme"] = self.sweep.strategy.scheme
         if kept:
             params["keep_float"] = list(kept)
         else:
@@ -276,6 +276,45 @@ class SweepStudy:
             trial.set_user_attr("note", ranking_note(kept))
         return Proposal(trial.number, dict(trial.params), run, None)
 
+    # --- the mixed strategy (sweep/mixed.py) ------------------------------------------------------------------------
+
+    def mixed_run(self, point: MixedPoint) -> dict[str, Any]:
+        from np_optimizer.sweep.mixed import apply_point
+
+        run, params = self.strategy_run()
+        apply_point(params, point, self.sweep.strategy)
+        return run
+
+    def set_mixed_plan(self, points: list[MixedPoint], why: str | None, unit: str | None) -> None:
+        for key, value in {"mixed_plan": [p.to_json() for p in points], "mixed_plan_why": why,
+                           "mixed_unit": unit}.items():
+            self.study.set_user_attr(key, value)
+
+    def mixed_plan(self) -> list[MixedPoint] | None:
+        from np_optimizer.sweep.mixed import MixedPoint
+
+        found = self.study.user_attrs.get("mixed_plan") if self._study is not None else None
+        return [MixedPoint.from_json(p) for p in found] if isinstance(found, list) else None
+
+    def _ask_mixed(self, point: MixedPoint | None = None) -> Proposal | None:
+        from np_optimizer.sweep import mixed
+
+        strategy = self.sweep.strategy
+        if point is None:
+            tried = {(t.params.get(mixed.SCHEME), t.params.get(mixed.MOVES)) for t in self.counted()}
+            planned = [*mixed.uniform_points(strategy), *(self.mixed_plan() or [])]
+            point = next((p for p in planned if (p.label, p.moves) not in tried), None)
+            if point is None:  # all run, or the measuring trial still runs, failed, or gave no sensitivity
+                return None
+            self.study.enqueue_trial(point.params)
+        trial = self.study.ask(mixed.distributions(strategy))
+        run = self.mixed_run(point)
+        trial.set_user_attr("run_key", run_key(run))
+        trial.set_user_attr("point", point.to_json())
+        trial.set_user_attr("formats", dict(point.layers))
+        trial.set_user_attr("note", mixed.point_note(point, self.study.user_attrs.get("mixed_unit")))
+        return Proposal(trial.number, dict(trial.params), run, None)
+
     def rerun(self, stale: optuna.trial.FrozenTrial) -> Proposal:
         """A trial that was running when the sweep stopped: closed as failed (interrupted) and asked again with the
         same parameters and experiment folder, so it is counted once."""
@@ -290,14 +329,21 @@ class SweepStudy:
         if self.sweep.strategy.name == "layers":
             distributions = {"layers.keep_float": optuna.distributions.CategoricalDistribution(
                 [0, *self.sweep.strategy.keep])}
+        if self.sweep.strategy.name == "mixed":
+            from np_optimizer.sweep import mixed
+
+            distributions = mixed.distributions(self.sweep.strategy)
         trial = self.study.ask(distributions)
         kept = [str(m) for m in stale.user_attrs.get("kept_float") or []]
-        run = self.layers_run(kept) if self.sweep.strategy.name == "layers" else run_for(
-            self.sweep, self.base_run, dict(trial.params))
+        if self.sweep.strategy.name == "mixed":
+            run = self.mixed_run(mixed.MixedPoint.from_json(stale.user_attrs["point"]))
+        else:
+            run = self.layers_run(kept) if self.sweep.strategy.name == "layers" else run_for(
+                self.sweep, self.base_run, dict(trial.params))
         detail = detail_for(self.sweep, run, dict(trial.params))
         trial.set_user_attr("run_key", run_key(run, detail))
         trial.set_user_attr("rerun_of", stale.number)
-        for key in ("kept_float", "note"):
+        for key in ("kept_float", "note", "point", "formats"):
             if stale.user_attrs.get(key):
                 trial.set_user_attr(key, stale.user_attrs[key])
         trial.set_user_attr("runs", int(stale.user_attrs.get("runs", 1)) + 1)

@@ -11,7 +11,7 @@ from np_optimizer.records.codec import from_dict
 from np_optimizer.records.sweep import SweepRecord
 
 __all__ = ["SWEEP_DIR", "TRIALS_FILE", "JOURNAL_FILE", "LOCK_FILE", "sweep_dir", "read_sweep_record",
-           "write_sweep_record"]
+           "write_sweep_record", "repair_journal"]
 
 SWEEP_DIR = "sweep"
 TRIALS_FILE = "trials.json"
@@ -38,3 +38,17 @@ def read_sweep_record(project_root: Path) -> SweepRecord | None:
 
 def write_sweep_record(project_root: Path, record: SweepRecord) -> None:
     write_json(sweep_dir(project_root) / TRIALS_FILE, record.to_json())
+
+
+def repair_journal(path: Path) -> None:
+    """A journal cut in the middle of a line (kill -9 while Optuna appended) loses that line only; its lock file left
+    behind by the killed process is removed (the caller holds the sweep's own lock, so no writer can be alive)."""
+    lock = Path(str(path) + ".lock")
+    if lock.is_symlink() or lock.exists():
+        lock.unlink()
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
+from np_optimizer.config.sweep_mixed import MIXED, MOVES, SCHEME
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.records.front import LEFT_CAVEAT
 from np_optimizer.records.sweep import COMPLETE, FrontPoint, FrontView, SweepObjective
@@ -208,12 +209,29 @@ def _point(p: FrontPoint, cx: float, cy: float, anchors: Mapping[str, str], x_ob
     attrs = (f'data-trial="{p.number}" data-experiment="{escape(p.experiment)}" data-pareto="{str(p.pareto).lower()}" '
              f'data-feasible="{str(p.feasible).lower()}" data-violations="{escape("; ".join(p.violations))}"'
              f' data-partial="{str(left is not None).lower()}"')
-    body = f'{_mark(p, cx, cy)}<title>{escape(tip)}</title><text class="val" x="{cx + 9:.1f}" y="{cy - 6:.1f}">' \
-           f'#{p.number}</text>'
+    kind = _mixed_kind(p)
+    if kind is not None:  # the mixed strategy: its mixed points ringed and labelled apart from the uniform ones
+        attrs += f' data-kind="{"mixed" if p.formats else "uniform"}" data-formats="{escape(_formats_text(p))}"'
+        tip += f"; {_formats_text(p) or kind}"
+    ring = f'<circle class="mixed-ring" cx="{cx:.1f}" cy="{cy:.1f}" r="10"/>' if p.formats else ""
+    body = f'{ring}{_mark(p, cx, cy)}<title>{escape(tip)}</title><text class="val" x="{cx + 9:.1f}" ' \
+           f'y="{cy - 6:.1f}">#{p.number}{escape(f" {kind}" if kind else "")}</text>'
     anchor = anchors.get(p.experiment)
     if anchor is None:  # the experiment is not on this page (removed, or unreadable)
         return f'<g class="trial" {attrs}>{body}</g>'
     return f'<a class="trial" href="#{escape(anchor)}" {attrs}>{body}</a>'
+
+
+def _mixed_kind(p: FrontPoint) -> str | None:
+    """A mixed-strategy trial's label: its uniform format, or "mixed (k moves)"; None for other strategies."""
+    scheme = p.params.get(SCHEME)
+    if scheme is None:
+        return None
+    return f"mixed ({p.params.get(MOVES)} moves)" if scheme == MIXED else f"uniform {scheme}"
+
+
+def _formats_text(p: FrontPoint) -> str:
+    return ", ".join(f"{module}: {fmt}" for module, fmt in p.formats.items())
 
 
 def _caption(front: FrontView, x_obj: SweepObjective | None, y_obj: SweepObjective,
@@ -229,6 +247,8 @@ def _caption(front: FrontView, x_obj: SweepObjective | None, y_obj: SweepObjecti
             others = ", ".join(o.name for o in front.objectives[2:])
             text += f" The front counts {others} too, so a ★ trial can sit off the line."
     text += " Crosses break a constraint. Each point links to its experiment below."
+    if any(p.formats for p in front.trials):
+        text += " Ringed points are mixed (per-layer formats, named in their tooltip); the others are uniform."
     if left_out:
         text += " Not drawn (no value to place): " + "; ".join(
             f"trial {p.number} ({p.experiment}){': ' + p.reason if p.reason else ''}" for p in left_out) + "."

@@ -1,0 +1,273 @@
+"""Benchmark (issue 37, item 5): the sweep's mixed strategy against uniform W8-A8 and W8-A16 on Ethos-U.
+
+For each model and each device, a fresh project (GQ W8-A8, a few calibration samples) and one `np sweep` with
+
+    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: POINTS, from: FROM}}
+    objectives: [{latency: min}, {snr: max}]     method: mlia (Vela's performance model through MLIA)
+
+which runs uniform W8-A8, uniform W8-A16 (one of them measures the per-layer sensitivity: FROM, default widest)
+and the mixed points, each a real
+trial compiled and estimated. cnn_raw and transformer get a calibration folder of samples of their own input
+distribution (the first SAMPLES calibrate, later ones are the held-out SNR inputs). Models:
+
+    sample_npu   the sample_npu project's model (small_cnn: a small residual CNN)
+    cnn_raw      a small CNN on raw 8-bit pixels whose first layer is a difference-of-Gaussians filter bank (two
+                 blurs subtracted inside the layer): the blurs are large, their difference small, so that layer
+                 needs int16 activations and the others care little
+    transformer  a one-block transformer (attention, MLP) whose tokens carry a few outlier channels, as transformer
+                 activations do; its attention matmuls are the U55's int16 limit (they stay int8 there)
+
+Devices: corstone_300 (Ethos-U55-128) and alif_e8 (Ethos-U85-256). Prints, per model and device, each point's
+estimated latency and SNR, the search's wall time (the whole `np sweep`), and the done-when of issue 37: a mixed point
+with SNR within 1 dB of uniform W8-A16 at a latency nearer uniform W8-A8's than W8-A16's; and whether a mixed point
+lies above the straight line between the two uniform points.
+
+    python bench/mixed_precision.py [--points 3] [--from widest|base] [--models sample_npu,cnn_raw,transformer]
+                                    [--devices corstone_300,alif_e8]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Python puts this folder first on sys.path, where bench/profile.py would shadow the standard library's `profile`
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+MODELS_SOURCE = '''
+import torch
+from torch import nn
+
+
+class DoG(nn.Conv2d):
+    """A difference-of-Gaussians filter bank on raw pixels (0..255): two blurs of each pixel, subtracted in the layer.
+    The blurs are large numbers (about the pixel level), their difference (the edges) a few units: in int8 the blurs'
+    step (about 2) drowns the edges, in int16 they survive. Its weights sit on the int8 grid, so that int8 weight
+    rounding (in W8-A8 and W8-A16 alike) does not leave a residue of the pixel level in the difference."""
+
+    def __init__(self, bands=8):
+        super().__init__(1, 2 * bands, 5, padding=2)
+        grid = torch.arange(5.0) - 2
+        with torch.no_grad():
+            for i in range(2 * bands):
+                sigma = (0.6 if i < bands else 1.6) * (1 + 0.1 * (i % bands))
+                g = torch.exp(-(grid[:, None] ** 2 + grid[None, :] ** 2) / (2 * sigma ** 2))
+                g = g / g.sum()
+                step = g.abs().max() / 127  # on the int8 weight grid (per channel): only activations round
+                self.weight[i, 0] = torch.round(g / step) * step
+            self.bias.zero_()
+
+    def forward(self, x):
+        y = super().forward(x)
+        half = y.shape[1] // 2
+        return y[:, :half] - y[:, half:]
+
+
+class SpikyCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = DoG()
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.conv3 = nn.Conv2d(16, 16, 3, stride=2, padding=1)
+        self.head = nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        x = torch.relu(self.conv3(x))
+        return self.head(x.flatten(1))
+
+
+def spiky_input(generator=None):
+    """A raw 8-bit image: a smooth pattern with edges, values 0..255."""
+    coarse = torch.rand(1, 1, 4, 4, generator=generator) * 255
+    image = torch.nn.functional.interpolate(coarse, size=(16, 16), mode="nearest")
+    return torch.round(image + 4 * torch.randn(1, 1, 16, 16, generator=generator)).clamp(0, 255)
+
+
+def spiky_cnn():
+    torch.manual_seed(0)
+    return SpikyCNN().eval(), (spiky_input(torch.Generator().manual_seed(99)),)
+
+
+class Block(nn.Module):
+    def __init__(self, d=32, heads=2):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.embed = nn.Linear(d, d)
+        self.q, self.k, self.v, self.out = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.head = nn.Linear(d, 4)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        x = self.embed(x)
+        q = self.q(x).view(b, t, self.heads, self.dh).transpose(1, 2)
+        k = self.k(x).view(b, t, self.heads, self.dh).transpose(1, 2)
+        v = self.v(x).view(b, t, self.heads, self.dh).transpose(1, 2)
+        att = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * self.dh ** -0.5, dim=-1)
+        x = x + self.out(torch.matmul(att, v).transpose(1, 2).reshape(b, t, d))
+        x = x + self.down(torch.relu(self.up(x)))
+        return self.head(x.mean(dim=1))
+
+
+def tokens(generator=None):
+    x = torch.randn(1, 8, 32, generator=generator)
+    x[..., :2] *= 60.0  # outlier channels, as transformer activations have
+    return x
+
+
+def transformer():
+    torch.manual_seed(0)
+    return Block().eval(), (tokens(torch.Generator().manual_seed(99)),)
+
+
+def write_dataset(kind, folder, count=16):
+    """Samples of the model's own input distribution (generated noise would miss the spikes and outliers)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    generator = torch.Generator().manual_seed(7)
+    for i in range(count):
+        torch.save(spiky_input(generator) if kind == "cnn_raw" else tokens(generator), folder / f"{i:03d}.pt")
+'''
+
+RUN_YAML = 'version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\nprofile: [GRAPH_QUANTIZE]\n'
+DETAIL_YAML = "detail:\n  graph_quantize[0]:\n    calibration:\n      num_samples: {samples}\n"
+SWEEP_YAML = """version: "1.0"
+method: mlia
+objectives: [{{latency: min}}, {{snr: max}}]
+strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, points: {points}, from: {measure_from}}}}}
+"""
+DEVICES = ("corstone_300", "alif_e8")
+print = functools.partial(print, flush=True)  # noqa: A001  (a long run: each model's table as soon as it is done)
+MODELS = ("sample_npu", "cnn_raw", "transformer")
+
+
+def _project(root: Path, source: Path, model: str, device: str, samples: int) -> Path:
+    from np_optimizer import api
+
+    spec = {"sample_npu": "small_cnn", "cnn_raw": f"{source}:spiky_cnn", "transformer": f"{source}:transformer"}[model]
+    name = f"{model}_{device}"
+    data = None
+    if model != "sample_npu":
+        data = root.parent / "data" / model
+        if not data.is_dir():
+            subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(source.parent)!r}); "
+                            f"from pathlib import Path; import models; models.write_dataset({model!r}, "
+                            f"Path({str(data)!r}))"], check=True)
+    api.projects_create(name=name, model=spec, device=device, cwd=root,
+                        calibration_dataset=str(data) if data else None)
+    exp = Path(api.experiments_create(steps="gq", project=name, cwd=root).path)
+    (exp / "run.yaml").write_text(RUN_YAML)
+    (exp / "run.detail.yaml").write_text(DETAIL_YAML.format(samples=samples))
+    return exp.parent
+
+
+def _sweep(project: Path, points: int, measure_from: str) -> tuple[float, dict[str, Any], str]:
+    (project / "sweep.yaml").write_text(SWEEP_YAML.format(points=points, measure_from=measure_from))
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "np_optimizer", "sweep", "--workers", "1"], cwd=project,
+                          capture_output=True, text=True, env=os.environ.copy())
+    wall = time.perf_counter() - start
+    record = json.loads((project / "sweep" / "trials.json").read_text()) if (
+        project / "sweep" / "trials.json").is_file() else {"trials": []}
+    return wall, record, proc.stderr if proc.returncode else ""
+
+
+def _verdict(points: list[dict[str, Any]]) -> tuple[str, str]:
+    """The done-when (within 1 dB of W8-A16's SNR at a latency nearer W8-A8's) and 'above the line'."""
+    by = {p["label"]: p for p in points}
+    a8, a16 = by.get("W8-A8"), by.get("W8-A16")
+    mixed = [p for p in points if p["label"].startswith("mixed") and p["latency"] is not None and p["snr"] is not None]
+    if not a8 or not a16 or a8["latency"] is None or a16["latency"] is None or a8["snr"] is None or a16["snr"] is None:
+        return "n/a (a uniform point is missing)", "n/a"
+    (l8, s8), (l16, s16) = (a8["latency"], a8["snr"]), (a16["latency"], a16["snr"])
+    done = [p for p in mixed if p["snr"] >= s16 - 1.0 and abs(p["latency"] - l8) < abs(p["latency"] - l16)]
+    above = [p for p in mixed if l16 != l8 and p["snr"] > s8 + (s16 - s8) * (p["latency"] - l8) / (l16 - l8)]
+    return ("yes: " + ", ".join(p["label"] for p in done) if done else "no"), \
+        ("yes: " + ", ".join(p["label"] for p in above) if above else "no")
+
+
+def _points(record: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for t in sorted(record["trials"], key=lambda t: (t["params"]["mixed.scheme"] == "mixed", t["params"]["mixed.moves"],
+                                                      t["number"])):
+        scheme, k = t["params"]["mixed.scheme"], t["params"]["mixed.moves"]
+        values = t.get("values") or {}
+        out.append({"label": scheme if scheme != "mixed" else f"mixed k={k}", "state": t["state"],
+                    "latency": values.get("LATENCY"), "snr": values.get("SNR"), "formats": t.get("formats") or {},
+                    "reason": t.get("reason")})
+    return out
+
+
+def sensitivity_line(project: Path, record: dict[str, Any]) -> str:
+    """What the first trial's sensitivity found: the moves the plan had, and the best single-layer gain."""
+    files = [f for t in record["trials"] if t["number"] in (0, 1)
+             for f in (project / t["experiment"]).glob("*/artifacts/layers_sensitivity.json")]
+    if not files:
+        return "no sensitivity file"
+    doc = json.loads(files[0].read_text())
+    gains = [(cell.get("snr_loss_db"), layer["module"]) for layer in doc["layers"]
+             for fmt, cell in layer["formats"].items() if fmt != doc["base"] and cell.get("snr_loss_db") is not None]
+    best = max(gains) if gains else (None, "-")
+    unpriced = sum(1 for layer in doc["layers"] for cell in layer["formats"].values() if cell.get("cost") is None)
+    return (f"sensitivity from uniform {doc['base']}: best single-layer SNR change {best[0]} dB ({best[1]}); "
+            f"{unpriced} (layer, format) cell(s) without a cost; {doc['seconds']['total']:.0f} s of the search")
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=4, help="calibration samples")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--devices", default=",".join(DEVICES))
+    parser.add_argument("--from", dest="measure_from", default="widest", choices=("base", "widest"),
+                        help="the uniform trial that measures the sensitivity (the strategy's `from`)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="np-bench-mixed-"))
+    os.environ["NP_CACHE_DIR"] = str(root / "cache")
+    from np_optimizer import api
+
+    api.workspace_init(root / "ws")
+    (root / "models.py").write_text(MODELS_SOURCE)
+    summary = []
+    for model in args.models.split(","):
+        for device in args.devices.split(","):
+            project = _project(root / "ws", root / "models.py", model, device, args.samples)
+            wall, record, failed = _sweep(project, args.points, args.measure_from)
+            points = _points(record)
+            done, above = _verdict(points)
+            print(f"\n{model} on {device}: search {wall:.0f} s ({len(points)} trials){'; np sweep failed' if failed else ''}")
+            if failed:
+                print("  " + failed.strip().splitlines()[-1][:200])
+            print(f"  {'point':<12} {'latency (ms)':>13} {'SNR (dB)':>9}  formats / reason")
+            for p in points:
+                said = ", ".join(f"{m}: {f}" for m, f in p["formats"].items()) or ("uniform" if p["state"] ==
+                                                                                   "complete" else "")
+                if p["state"] != "complete":
+                    said = f"{p['state']}: {p['reason']}"
+                print(f"  {p['label']:<12} {_fmt(p['latency'], 4):>13} {_fmt(p['snr'], 2):>9}  {said[:110]}")
+            print(f"  {sensitivity_line(project, record)}")
+            print(f"  done-when (SNR within 1 dB of W8-A16, latency nearer W8-A8's): {done}")
+            print(f"  a mixed point above the line between the uniform points: {above}")
+            summary.append((model, device, wall, done, above))
+    print("\nmodel        device        search (s)  done-when  above the line")
+    for model, device, wall, done, above in summary:
+        print(f"{model:<12} {device:<13} {wall:>10.0f}  {done.split(':')[0]:<9}  {above.split(':')[0]}")
+    print(f"\n(workspace kept in {root})")
+
+
+if __name__ == "__main__":
+    main()

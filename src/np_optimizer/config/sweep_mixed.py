@@ -1,0 +1,85 @@
+"""sweep.yaml's `strategy: {mixed: ...}` block, checked like the rest of sweep.yaml (an issue per mistake, at its place,
+with the nearest valid name). What the strategy does is in np_optimizer.sweep.mixed.
+
+    strategy:
+      mixed:
+        candidates: [W8-A8, W8-A16]   # the formats a layer may take: the base first, the widest last
+        budget: latency               # what a move costs: latency (the target's per-layer cycles or times) or size
+        points: 8                     # mixed trials along the greedy order of moves (the two uniform ones on top)
+        from: base                    # the uniform trial that measures the sensitivity: base or widest
+
+The formats are checked against every backend's schemes (and float) here; that the project's device has them is
+checked with each trial's run.yaml, as for any sweep value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from np_optimizer.backends import all_scheme_names
+from np_optimizer.backends.base import FLOAT
+from np_optimizer.config.issues import L_SCHEMA, ValidationIssue, did_you_mean
+from np_optimizer.config.parsing import issue
+
+__all__ = ["mixed_strategy", "MIXED_BUDGETS", "MIXED_FROM", "MIXED_DEFAULT", "SCHEME", "MOVES", "MIXED"]
+
+# a mixed trial's params (the views read them too): the uniform candidate, or MIXED with its count of moves
+SCHEME, MOVES, MIXED = "mixed.scheme", "mixed.moves", "mixed"
+
+MIXED_BUDGETS = ("latency", "size")
+MIXED_FROM = ("base", "widest")
+MIXED_DEFAULT: tuple[tuple[str, ...], str, int] = (("W8-A8", "W8-A16"), "latency", 8)
+_OPTIONS = ("candidates", "budget", "points", "from")
+_EXAMPLE = "Example: `strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8}}`."
+
+
+def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, ...], str, int, str]:
+    """(candidates, budget, points, from) of the block, the defaults where one is missing; issues for each mistake."""
+    loc = "strategy.mixed"
+    candidates, budget, points = MIXED_DEFAULT
+    if raw is None:
+        return candidates, budget, points, "base"
+    if not isinstance(raw, dict):
+        issues.append(issue("S044", L_SCHEMA, loc, f"mixed takes a mapping of {', '.join(_OPTIONS)}, got {raw!r}.",
+                            _EXAMPLE))
+        return candidates, budget, points, "base"
+    for key in raw:
+        if key not in _OPTIONS:
+            issues.append(issue("S044", L_SCHEMA, f"{loc}.{key}", f"mixed has no option '{key}'.",
+                                did_you_mean(str(key), _OPTIONS)))
+    candidates = _candidates(raw.get("candidates", list(candidates)), f"{loc}.candidates", issues)
+    budget = raw.get("budget", budget)
+    if budget not in MIXED_BUDGETS:
+        issues.append(issue("S045", L_SCHEMA, f"{loc}.budget", f"Unknown budget {budget!r}: a move costs latency or "
+                            "size.", did_you_mean(str(budget), MIXED_BUDGETS)))
+        budget = "latency"
+    points = raw.get("points", points)
+    if not isinstance(points, int) or isinstance(points, bool) or not 1 <= points <= 64:
+        issues.append(issue("S046", L_SCHEMA, f"{loc}.points", f"points is how many mixed trials to run (1 to 64), "
+                            f"got {points!r}.", "Example: `points: 8` (the two uniform trials come on top)."))
+        points = 1
+    measure_from = raw.get("from", "base")
+    if measure_from not in MIXED_FROM:
+        issues.append(issue("S048", L_SCHEMA, f"{loc}.from", f"from is the uniform trial that measures the "
+                            f"sensitivity, base or widest; got {measure_from!r}.",
+                            did_you_mean(str(measure_from), MIXED_FROM)))
+        measure_from = "base"
+    return candidates, str(budget), points, str(measure_from)
+
+
+def _candidates(raw: Any, loc: str, issues: list[ValidationIssue]) -> tuple[str, ...]:
+    known = (*all_scheme_names(), FLOAT)
+    if not isinstance(raw, list) or len(raw) < 2:
+        issues.append(issue("S047", L_SCHEMA, loc, f"candidates lists two or more formats, the base first, got "
+                            f"{raw!r}.", _EXAMPLE))
+        return MIXED_DEFAULT[0]
+    out = []
+    for index, fmt in enumerate(raw):
+        if fmt not in known:
+            issues.append(issue("S047", L_SCHEMA, f"{loc}[{index}]", f"Unknown format {fmt!r}.",
+                                did_you_mean(str(fmt), known)))
+        elif fmt in out:
+            issues.append(issue("S047", L_SCHEMA, f"{loc}[{index}]", f"{fmt} is listed twice.", "List each once."))
+        else:
+            out.append(str(fmt))
+    return tuple(out) if len(out) >= 2 else MIXED_DEFAULT[0]
