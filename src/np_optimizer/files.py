@@ -19,7 +19,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["cache_root", "remove_path", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+__all__ = ["cache_root", "remove_path", "link_or_copy", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
 
@@ -173,3 +173,15 @@ def remove_path(path: Path) -> OSError | None:
     except OSError as exc:
         return exc
     return None
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` where the file system allows, else a copy. Safe for np's files: np
+    replaces a file by rename (write_bytes) and never writes into one, so neither name can change the other's bytes;
+    a cache entry is still checked against its sha256 when read."""
+    import shutil
+
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.files import CorruptFileError, cache_root, read_json, remove_path, write_json
+from np_optimizer.files import CorruptFileError, cache_root, link_or_copy, read_json, remove_path, write_json
 from np_optimizer.models.source import sha256_file
 
 __all__ = ["compile_cache_folder", "CompileCache", "CachedCompile", "CacheEntryInfo", "ENTRY_FILE"]
@@ -91,7 +91,9 @@ class CompileCache:
         final = self.folder(key)
         staging = self.root / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
         try:
-            shutil.copytree(source, staging, ignore=shutil.ignore_patterns("compile.json"))
+            # linked, not copied: a .pte and its ETRecord are tens of MB each
+            shutil.copytree(source, staging, ignore=shutil.ignore_patterns("compile.json"),
+                            copy_function=_link_or_copy)
             files = {str(p.relative_to(staging)): sha256_file(p) for p in sorted(staging.rglob("*")) if p.is_file()}
             write_json(staging / ENTRY_FILE, {"schema": ENTRY_SCHEMA, "key": key, "record": record, "files": files,
                                               "created_at": time.time()})
@@ -134,6 +136,10 @@ class CompileCache:
             except (CorruptFileError, OSError, TypeError, ValueError, AttributeError):
                 continue
         return sorted(found, key=lambda e: e.last_used_at, reverse=True)
+
+
+def _link_or_copy(source: str, target: str) -> None:  # copytree's copy_function takes str paths
+    link_or_copy(Path(source), Path(target))
 
 
 def _read_entry(folder: Path, key: str) -> tuple[dict[str, Any], str | None]:

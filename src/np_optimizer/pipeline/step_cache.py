@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.files import CorruptFileError, cache_root, read_json, remove_path, write_json
+from np_optimizer.files import CorruptFileError, cache_root, link_or_copy, read_json, remove_path, write_json
 from np_optimizer.models.source import sha256_file
 
 __all__ = ["step_cache_folder", "step_key", "folder_digest", "StepCache", "CachedStep", "StepEntryInfo", "ENTRY_FILE"]
@@ -122,7 +122,7 @@ class StepCache:
                 if not path.is_file() or path.is_symlink() or rel.parts[0].startswith("compiled_"):
                     continue
                 (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, staging / rel)
+                link_or_copy(path, staging / rel)  # a checkpoint is tens of MB: linked where it can be
                 files[str(rel)] = sha256_file(staging / rel)
             write_json(staging / ENTRY_FILE, {"schema": ENTRY_SCHEMA, "key": key, "record": record, "files": files,
                                               "created_at": time.time()})
@@ -178,10 +178,7 @@ def place_files(hit: CachedStep, artifacts: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() or target.is_symlink():
             target.unlink()
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
+        link_or_copy(source, target)
 
 
 def _read_entry(folder: Path, key: str) -> tuple[dict[str, Any], str | None]:
