@@ -15,7 +15,7 @@ The two alternate (np, script, np, script, ...) so that a busy machine slows bot
 
 Measured on 2026-12-07 (2 cores shared with other test runs, load average 7 to 10: wall times 3 to 5x a quiet
 machine's, so the ratios are rough): before the changes of issue 36 item 6, 1.60 (rounds 1.33, 1.83, 1.60); after,
-1.58 (rounds 1.35, 1.71, 1.35). CPU seconds of the whole process tree with OMP_NUM_THREADS=1, two paired rounds (less
+1.58 (rounds 1.35, 1.71, 1.35) and 1.31 in a second run (rounds 1.57, 1.16, 1.90). CPU seconds of the whole process tree with OMP_NUM_THREADS=1, two paired rounds (less
 disturbed by the load than wall time): np run before 38.5 and 42.5, after 37.5 and 38.9, the script 27.7 and 25.2.
 Where np's extra CPU goes (np's process 32 s against the script's 27.5 s; the rest is the measuring processes):
 the measuring process's imports (torch and the ExecuTorch runtime, beside the steps) and its second load of each .pte
