@@ -20,7 +20,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["cache_root", "remove_path", "sha256_file", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+__all__ = ["cache_root", "remove_path", "sha256_file", "link_or_copy", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
 
@@ -182,3 +182,15 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` where the file system allows, else a copy. Safe for np's files: np
+    replaces a file by rename (write_bytes) and never writes into one, so neither name can change the other's bytes;
+    a cache entry is still checked against its sha256 when read."""
+    import shutil
+
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -178,9 +178,7 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
     except (Exception, SystemExit) as exc:  # Vela ends a compile it cannot do with SystemExit
         return CompileResult(**base, status=CompileStatus.FAILED, reason=f"{type(exc).__name__}: {_first_line(exc)}",
                              seconds=time.perf_counter() - start)
-    pte = out_dir / fields["pte_file"]
-    return CompileResult(**base, **fields, pte_bytes=pte.stat().st_size, pte_sha256=sha256_file(pte),
-                         seconds=round(time.perf_counter() - start, 3))
+    return CompileResult(**base, **fields, seconds=round(time.perf_counter() - start, 3))
 
 
 def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) -> dict[str, Any]:
@@ -204,10 +202,12 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
     delegates = delegate_handles(lowered, backend) if backend.runs_on_host else []
     executorch_program = edge.to_executorch(config=backend.executorch_config() if backend.executorch_config else None)
     pte = out_dir / PTE_FILE
-    write_bytes(pte, executorch_program.buffer)
+    buffer = executorch_program.buffer
+    write_bytes(pte, buffer)
     if backend.runs_on_host:  # what per-layer host times need: the ETRecord and the map of instructions to layers
         write_trace_files(executorch_program, delegates, out_dir)
-    return {"pte_file": pte.name, **stats, "status": CompileStatus.OK, "reason": None,
+    return {"pte_file": pte.name, "pte_bytes": len(buffer), "pte_sha256": hashlib.sha256(buffer).hexdigest(),
+            **stats, "status": CompileStatus.OK, "reason": None,
             "planned_arena_bytes": planned_arena_bytes(executorch_program),
             **backend.describe(program, device.mlia_target, stats, out_dir)}
 

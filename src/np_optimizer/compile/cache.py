@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from np_optimizer.content_store import ENTRY_FILE, ContentStore, StoreWords
-from np_optimizer.files import cache_root
+from np_optimizer.files import cache_root, link_or_copy
 
 __all__ = ["compile_cache_folder", "CompileCache", "CachedCompile", "CacheEntryInfo", "ENTRY_FILE"]
 
@@ -76,7 +76,9 @@ class CompileCache:
     def put(self, key: str, source: Path, record: dict[str, Any]) -> Path | None:
         """Store the compile folder `source` (its files, without its compile.json) under `key`."""
         def fill(staging: Path) -> None:
-            shutil.copytree(source, staging, ignore=shutil.ignore_patterns("compile.json"), dirs_exist_ok=True)
+            # linked, not copied: a .pte and its ETRecord are tens of MB each
+            shutil.copytree(source, staging, ignore=shutil.ignore_patterns("compile.json"), dirs_exist_ok=True,
+                            copy_function=_link_or_copy)
 
         return self._store.put(key, fill, record)
 
@@ -97,3 +99,7 @@ class CompileCache:
             except (TypeError, ValueError):
                 continue
         return sorted(found, key=lambda e: e.last_used_at, reverse=True)
+
+
+def _link_or_copy(source: str, target: str) -> None:  # copytree's copy_function takes str paths
+    link_or_copy(Path(source), Path(target))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from torch.fx import Graph, Node
 
 __all__ = [
-    "ProgramEdit", "aten_op", "aten_ops", "node_arg", "meta_val", "writes_inputs", "aliases_input", "written_in_place",
+    "ProgramEdit", "copy_program", "aten_op", "aten_ops", "node_arg", "meta_val", "writes_inputs", "aliases_input", "written_in_place",
     "alias_root", "erase_if_dead", "is_dense", "layout_kept", "foldable", "is_layout_op", "perm_of", "refresh_meta",
 ]
 
@@ -229,14 +229,24 @@ def refresh_meta(edit: ProgramEdit) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-class ProgramEdit:
-    """A deep copy of a program whose graph may be edited; `finish()` rebuilds a valid program.
+def copy_program(ep: ExportedProgram) -> ExportedProgram:
+    """A deep copy of the program's graph, signature and metadata that shares its weight and constant tensors.
 
-    The caller's program is never mutated (memory is about 2x the program during a pass).
+    Why share: nothing in np writes into a program's tensors (an edit gives a constant a new tensor: ProgramEdit's
+    set_const_value, add_const), and cloning every weight made each graph pass and each lowering copy the whole model
+    (45 MB for a ResNet-18) again."""
+    tensors = [*ep.state_dict.values(), *ep.constants.values()]
+    memo: dict[int, Any] = {id(t): t for t in tensors}
+    return copy.deepcopy(ep, memo)
+
+
+class ProgramEdit:
+    """A copy of a program whose graph may be edited (copy_program: its tensors shared, never written);
+    `finish()` rebuilds a valid program. The caller's program is never mutated.
     """
 
     def __init__(self, ep: ExportedProgram) -> None:
-        self.src = copy.deepcopy(ep)
+        self.src = copy_program(ep)
         self.gm = self.src.graph_module
         self.graph: Graph = self.gm.graph
         self.specs: dict[str, Any] = self._specs_by_placeholder()

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import torch
     from torch.export import ExportedProgram
 
-__all__ = ["export_model", "save_program", "load_program", "save_inputs", "load_inputs", "user_error_location"]
+__all__ = ["export_model", "save_program", "write_program", "load_program", "save_inputs", "load_inputs", "user_error_location"]
 
 
 def user_error_location(exc: BaseException) -> str:
@@ -44,6 +44,14 @@ def export_model(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> Exp
 def save_program(program: ExportedProgram, path: Path) -> Path:
     """Write a .pt2 atomically (temporary file, then rename), so a crash never leaves half a checkpoint; the same
     program gives the same bytes in any process (adapters/torch_private.py: stable_provenance)."""
+    write_program(program, path)
+    return path
+
+
+def write_program(program: ExportedProgram, path: Path) -> str:
+    """save_program, returning the sha256 of the bytes written (hashed in memory: the file is not read again)."""
+    import hashlib
+
     import torch
 
     from np_optimizer.adapters.torch_private import stable_provenance
@@ -51,8 +59,9 @@ def save_program(program: ExportedProgram, path: Path) -> Path:
     buffer = io.BytesIO()
     with stable_provenance(program):
         torch.export.save(program, buffer)
-    write_bytes(path, buffer.getvalue())
-    return path
+    data = buffer.getvalue()
+    write_bytes(path, data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def load_program(path: Path) -> ExportedProgram:

@@ -108,12 +108,36 @@ def tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
         return Taps(LayerGraph(), outputs, {}, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
+_RANDOM = ("rand", "bernoulli", "normal", "uniform", "dropout", "multinomial", "poisson")
+
+
+def _constant_nodes(gm: GraphModule) -> set[str]:
+    """Nodes whose value is the same for every input: attributes, and functional ops of attributes only (a quantized
+    weight's dequantize, a folded scale). A program that mutates state, or a random op, is never cached."""
+    constant: set[str] = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            constant.add(node.name)
+        elif node.op == "call_function":
+            schema = getattr(node.target, "_schema", None)
+            if schema is not None and schema.is_mutable:
+                return set()
+            name = str(node.target).lower()
+            if all(a.name in constant for a in node.all_input_nodes) and not any(r in name for r in _RANDOM):
+                constant.add(node.name)
+    return constant
+
+
 def _tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
     import torch
 
     gm = program.module()
     graph = layer_graph(gm)
     wanted = {name: label for label, name in graph.outputs.items()}
+    # computed for the first sample and reused: the same op on the same tensors gives the same values, and a quantized
+    # program's reference kernels otherwise dequantize every weight again for every sample
+    constant = _constant_nodes(gm)
+    computed: dict[str, Any] = {}
 
     class _Tap(torch.fx.Interpreter):
         def __init__(self) -> None:
@@ -121,7 +145,12 @@ def _tap(program: ExportedProgram, samples: Sequence[tuple[Any, ...]]) -> Taps:
             self.kept: dict[str, torch.Tensor] = {}
 
         def run_node(self, n: torch.fx.Node) -> Any:
-            result = super().run_node(n)
+            if n.name in computed:
+                result = computed[n.name]
+            else:
+                result = super().run_node(n)
+                if n.name in constant:
+                    computed[n.name] = result
             if n.name in wanted and isinstance(result, torch.Tensor):
                 self.kept[wanted[n.name]] = result.detach()
             return result

@@ -70,3 +70,6 @@ class StepOutcome:
     changes: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
+    # `program`'s run on the run's evaluation inputs, when the step made one (GO's last check): the job's fidelity
+    # takes it instead of running the program again
+    taps: Taps | None = None

@@ -58,7 +58,7 @@ class JobRunner:
         self.programs: dict[str, Any] = {}  # job name -> its checkpoint in memory, so the next step need not reload it
 
     def program_of(self, ref: CheckpointRef) -> Any:
-        """The checkpoint's ExportedProgram: the one this run made (saved, read back and verified), else the file."""
+        """The checkpoint's ExportedProgram: the one this run made (and saved), else the file."""
         from np_optimizer.graph.program_io import load_program
 
         program = self.programs.get(ref.job)
@@ -125,11 +125,11 @@ class JobRunner:
 
         try:
             outcome = timed("step", lambda: produce(artifacts))
-            ref, output, reloaded = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
+            ref, output, for_lowering = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
             stats = ProgramStats.of_output(output, ref.sha256)
             if self.lowered is None or checkpoint in self.lowered:
                 compiled: CompiledCheckpoint | None = timed("compile",
-                                                            lambda: self._compile(ref, job_dir, reloaded, stats))
+                                                            lambda: self._compile(ref, job_dir, for_lowering, stats))
             else:
                 compiled = None
                 self.log.info(f"{checkpoint} is not lowered for {self.run.device.name} now: it is not listed under "
@@ -143,7 +143,7 @@ class JobRunner:
                              errors=(ErrorRecord.of(exc),), timings=timings)
             self.store.write_job(failed)
             raise
-        self.programs = {name: outcome.program}  # the step's own copy: lowering may have changed the reloaded one
+        self.programs = {name: outcome.program}  # the step's own program (the lowering had a copy)
         from np_optimizer.layers.numerics import numerics_warnings
 
         numerics = numerics_warnings((fidelity or {}).get("layers") or {})  # zeroed or weak activations
@@ -204,21 +204,24 @@ class JobRunner:
 
     def _save(self, outcome: StepOutcome, artifacts: Path, name: str,
               checkpoint: str) -> tuple[CheckpointRef, JobOutput, Any]:
-        """Save the checkpoint and read it back: a checkpoint that cannot be read back is not a checkpoint. The copy
-        read back is the one compiled (lowering may change a program in place; the step's own copy is still needed
-        for the SNR), so the .pt2 is loaded once per job, not twice."""
-        from np_optimizer.graph.program_io import load_program, save_program
+        """Save the checkpoint, hashing the bytes written; the program in memory is what the later steps and the
+        compile take (the .pt2 is not read back: its bytes are torch.export.save's of that same program). The lowering
+        gets a copy (graph.edit.copy_program), so nothing it does to the graph reaches the step's own program (still
+        needed for the SNR and the next step)."""
+        from np_optimizer.graph.edit import copy_program
+        from np_optimizer.graph.program_io import write_program
         from np_optimizer.graph.stats import count_macs, count_params, node_count, weight_bytes
 
         self.progress(f"{name}: saving {checkpoint}")
-        path = save_program(outcome.program, artifacts / CHECKPOINT_FILE)
-        reloaded = load_program(path)
-        sha = sha256_file(path)
+        path = artifacts / CHECKPOINT_FILE
+        sha = write_program(outcome.program, path)
+        lowered = self.lowered is None or checkpoint in self.lowered
+        for_lowering = copy_program(outcome.program) if lowered else None
         output = {"checkpoint": checkpoint, "file": f"artifacts/{CHECKPOINT_FILE}", "sha256": sha,
                   "size_bytes": path.stat().st_size, "params": count_params(outcome.program),
                   "macs": count_macs(outcome.program)[0],
                   "weight_bytes": weight_bytes(outcome.program), "nodes": node_count(outcome.program)}
-        return CheckpointRef(checkpoint, name, path, sha), from_dict(JobOutput, output), reloaded
+        return CheckpointRef(checkpoint, name, path, sha), from_dict(JobOutput, output), for_lowering
 
     def _compile(self, ref: CheckpointRef, job_dir: Path, program: Any, stats: ProgramStats) -> CompiledCheckpoint:
         from np_optimizer.config.detail_config import time_limit
@@ -260,7 +263,9 @@ class JobRunner:
         if evaluation is None or not self.run.reference_outputs:
             return {}
         start = time.perf_counter()
-        taps = tap(outcome.program, evaluation.samples)
+        # the step's own run on these inputs (GO's last check), else one now
+        taps = outcome.taps if outcome.taps is not None else tap(outcome.program, evaluation.samples)
+        outcome.taps = None  # not held beyond this job
         outputs = taps.outputs
         result: dict[str, Any] = {"vs": "INPUT_MODEL", "inputs": len(evaluation.samples), "source": evaluation.source,
                                   "program": compare_outputs(self.run.reference_outputs, outputs),

@@ -18,13 +18,12 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from np_optimizer.content_store import ENTRY_FILE, ContentStore, StoredEntry, StoreWords
-from np_optimizer.files import cache_root, sha256_file
+from np_optimizer.files import cache_root, link_or_copy, sha256_file
 
 __all__ = ["step_cache_folder", "step_key", "folder_digest", "StepCache", "CachedStep", "StepEntryInfo", "ENTRY_FILE"]
 
@@ -96,7 +95,7 @@ class StepCache:
                 if not path.is_file() or path.is_symlink() or rel.parts[0].startswith("compiled_"):
                     continue
                 (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, staging / rel)
+                link_or_copy(path, staging / rel)  # a checkpoint is tens of MB: linked where it can be
 
         return self._store.put(key, fill, record)
 
@@ -130,10 +129,7 @@ def place_files(hit: CachedStep, artifacts: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() or target.is_symlink():
             target.unlink()
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
+        link_or_copy(source, target)
 
 
 def _names_its_checkpoint(record: dict[str, Any], files: dict[str, str]) -> str | None:

@@ -18,6 +18,7 @@ from np_optimizer.pipeline.context import StepContext, StepOutcome
 
 if TYPE_CHECKING:
     from np_optimizer.devices import Device
+    from np_optimizer.layers.numerics import Taps
 
 __all__ = ["GraphOptimizeConfig", "SPEC", "graph_optimize"]
 
@@ -91,7 +92,11 @@ def graph_optimize(ctx: StepContext, _config: GraphOptimizeConfig) -> StepOutcom
     after = {"nodes": node_count(program), "ops": op_histogram(program)}
     changes = {"passes": state.applied, "before": before, "after": after, "tolerance": tolerance,
                "verified_on": verified_on}
-    return StepOutcome(program=program, changes=changes, warnings=state.warnings)
+    # the last check ran the result on the evaluation inputs, layer by layer: the job's fidelity takes that run
+    last = state.taps
+    taps = last[1] if last is not None and last[0] is program and run.evaluation is not None \
+        and inputs is run.evaluation.samples else None
+    return StepOutcome(program=program, changes=changes, warnings=state.warnings, taps=taps)
 
 
 class _Passes:
@@ -103,13 +108,15 @@ class _Passes:
         self.applied: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self.dropped: set[str] = set()
+        self.taps: tuple[Any, Taps] | None = None  # the last program checked and its run, layer by layer
 
     def _outputs(self, program: Any) -> list[Any]:
-        import torch
+        """The program's outputs on the inputs, from one run that keeps each layer's output too (layers/numerics.py):
+        when the program is the step's result, the job's per-layer SNR needs no second run."""
+        from np_optimizer.layers.numerics import tap
 
-        module = program.module()
-        with torch.no_grad():
-            return [module(*x) for x in self.inputs]
+        self.taps = (program, tap(program, self.inputs))
+        return self.taps[1].outputs
 
     def _run(self, name: str, run_pass: Any, program: Any, round_: int) -> Any:
         """The pass's result, or None when it crashed (then it is dropped, like a pass that breaks outputs)."""
