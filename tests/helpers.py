@@ -212,3 +212,36 @@ def report_index(data: dict[str, Any]) -> Any:
     from np_optimizer.records.index import ReportIndex
 
     return record_of(ReportIndex, data)
+
+
+def sensitive_model_source(width: int) -> str:
+    """A model file (its factory `build`) whose middle layer `cancel` needs int16 activations: it subtracts two
+    halves of one large-offset output, so int8 rounding of the output loses what is left. The layer-format tests'
+    model (test_sensitivity.py, test_mixed.py)."""
+    return f'''
+import torch
+from torch import nn
+
+
+class Cancel(nn.Linear):
+    def forward(self, x):
+        y = super().forward(x)
+        half = y.shape[-1] // 2
+        return y[..., :half] - y[..., half:]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.cancel, self.head = nn.Linear({width}, {width}), Cancel({width}, {2 * width}), nn.Linear({width}, 4)
+        with torch.no_grad():
+            self.cancel.bias.fill_(40.0)
+
+    def forward(self, x):
+        return self.head(self.cancel(self.fc1(x)))
+
+
+def build():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(1, {width}),)
+'''

@@ -15,35 +15,9 @@ import pytest
 
 from np_optimizer.config import check_experiment_config
 from np_optimizer.devices import get_device
-from tests.helpers import make_project
+from tests.helpers import make_project, sensitive_model_source
 
-MODEL = '''
-import torch
-from torch import nn
-
-
-class Cancel(nn.Linear):
-    def forward(self, x):
-        y = super().forward(x)
-        half = y.shape[-1] // 2
-        return y[..., :half] - y[..., half:]
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.cancel, self.head = nn.Linear(256, 256), Cancel(256, 512), nn.Linear(256, 4)
-        with torch.no_grad():
-            self.cancel.bias.fill_(40.0)
-
-    def forward(self, x):
-        return self.head(self.cancel(self.fc1(x)))
-
-
-def build():
-    torch.manual_seed(0)
-    return Net().eval(), (torch.randn(1, 256),)
-'''
+MODEL = sensitive_model_source(256)
 DETAIL = "detail:\n  graph_quantize[0]:\n    calibration:\n      num_samples: 2\n"
 
 

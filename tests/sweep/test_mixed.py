@@ -13,6 +13,7 @@ import yaml
 
 from np_optimizer.config.sweep import Strategy, validate_sweep
 from np_optimizer.sweep.mixed import MixedPoint, apply_point, ordered_moves, plan_points, spread, uniform_points
+from tests.helpers import sensitive_model_source
 
 STRATEGY = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=2)
 
@@ -153,33 +154,7 @@ def test_a_bad_mixed_block_stops_np_sweep_with_its_line(tmp_path: Path, run_np: 
     assert failed.value.exit_code == 5  # as every sweep.yaml error (test_sweep_cli: exit 5)
 
 
-MODEL = '''
-import torch
-from torch import nn
-
-
-class Cancel(nn.Linear):
-    def forward(self, x):
-        y = super().forward(x)
-        half = y.shape[-1] // 2
-        return y[..., :half] - y[..., half:]
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.cancel, self.head = nn.Linear(64, 64), Cancel(64, 128), nn.Linear(64, 4)
-        with torch.no_grad():
-            self.cancel.bias.fill_(40.0)
-
-    def forward(self, x):
-        return self.head(self.cancel(self.fc1(x)))
-
-
-def build():
-    torch.manual_seed(0)
-    return Net().eval(), (torch.randn(1, 64),)
-'''
+MODEL = sensitive_model_source(64)
 
 
 @pytest.mark.np_run
