@@ -3,8 +3,9 @@
 np's run path once, so a trial pays no imports; where no host can run, each trial is a fresh `python -m <worker>`
 process (said once, as a warning). When the trials measure on this machine, the warm pool also starts one warm
 measuring process for the sweep (profiler/measure/warm.py) and hands its socket to every trial, so a trial's
-measurement forks its worker from it instead of the trial importing torch and the runtime for its own (2 to 8 s). A child dies with the sweep (processes.dies_with_parent, through the host too), so a
-killed sweep leaves no trial behind holding its experiment's lock."""
+measurement forks its worker from it instead of the trial importing torch and the runtime for its own (2 to 8 s).
+A child dies with the sweep (processes.dies_with_parent, through the host too), so a killed sweep leaves no trial
+behind holding its experiment's lock; the measuring process dies with it too (its death signal)."""
 
 from __future__ import annotations
 
@@ -169,5 +170,5 @@ class LocalPool:
         self._children.clear()
         if self.host is not None:
             self.host.close()
-        if self.warm and self.measures_here:  # the sweep's measuring process ends with it (started again on demand)
+        if self.measures_here:  # the sweep's measuring process ends with it (started again on demand)
             stop_warm_processes()
