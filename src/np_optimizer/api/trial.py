@@ -123,9 +123,10 @@ def _look_up_once() -> None:
     about 4 s that each sample_npu trial paid in its reused INPUT_MODEL's compile-cache hit, under load)."""
     import contextlib
 
+    from np_optimizer.backends import backends
     from np_optimizer.versions import tool_version
 
-    for name in ("torch", "torchao", "executorch", "ethos-u-vela", "mlia"):
+    for name in {"torch", "torchao", "executorch", *(tool for b in backends() for tool in b.tool_versions)}:
         tool_version(name)
     with contextlib.suppress(Exception):  # MLIA is optional; a trial that needs it says so itself
         from mlia.utils.filesystem import get_mlia_resource_dirs
