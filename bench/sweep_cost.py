@@ -1,26 +1,41 @@
-"""Benchmark: what a trial of np sweep costs on the local pool beyond its own work, the old way against the new.
+"""Benchmark: what a sweep costs on the local pool, the old way against the new (issue 36, item 4), 1 worker.
 
-The same sweep runs twice in one go, on copies of one fresh workspace, each from empty estimate and compile caches
-of its own, 1 worker:
+Each sweep runs twice in one go, on copies of one fresh workspace:
 
-    cold  a fresh `python -m np_optimizer.api.trial` process per trial (LocalPool(warm=False), as $NP_SWEEP_WARM=0):
-          each trial imports torch, ExecuTorch and np's run path again
-    warm  every trial a child forked from the pool's warm host, which imported them once (sweep/host.py)
+    old  a fresh `python -m np_optimizer.api.trial` process per trial (LocalPool(warm=False), as $NP_SWEEP_WARM=0),
+         each trial with empty caches of its own (step, compile and estimate caches: nothing reused across trials;
+         a compile reused inside a trial stays, as before item 2), each trial starting its own measuring process
+    new  every trial a child forked from the pool's warm host (sweep/host.py), the caches shared by the sweep (empty
+         at its start), one warm measuring process for the sweep (profiler/measure/warm.py, SHARED_ENV)
 
-By default the sweep is a 3-trial grid over graph_quantize.scheme (W8-A8, W8-A8_dynamic, W4-A8_dynamic) on the
-built-in sample_cpu model, estimated only (method mlia, no measurement); --grid sample_cpu runs the workspace's own
-sample_cpu sweep.yaml (6 trials, each measured on this machine). Prints, per way: the sweep's wall time, each trial's
-wall time (from the driver handing it to the pool to its result), the time its steps and profiling took (the
-experiment's own records: each job.json's duration_s, each profiling, evaluation and post-hoc round's (the
-measurement on measure_on) start to end in report.json) and
+The sweeps (--sweeps picks some):
 
-    per-trial overhead = trial wall time - its steps' and profiling time      (issue 36's target: at most 1 s)
+    sample_cpu  the workspace's own sweep.yaml: 6 trials (GO on/off x 3 GQ schemes), each measured on this machine
+    sample_npu  the workspace's own sweep.yaml: 4 trials (GO on/off x 2 GQ schemes), Ethos-U, estimated by MLIA
+    vit         6 trials on a Hugging Face ViT saved from a small config (random weights, no download): 2 GQ schemes x
+                3 calibration sizes on raspberry_pi_5, GRAPH_QUANTIZE profiled by MLIA; its INPUT_MODEL and
+                GRAPH_OPTIMIZE are the same in every trial
 
-(the mean, and the mean after the first trial, whose wall holds the warm host's one import), and whether both ways
-recorded the same figures. The overhead understates the cold way's cost: a fresh process imports ExecuTorch's lowering
-and runtime inside its first step, so part of its imports counts as step time; compare the walls too.
+How each figure is measured (printed with it):
 
-    python bench/sweep_cost.py [--grid scheme|sample_cpu] [--only cold|warm]
+    wall             the sweep: time.perf_counter around run_sweep; a trial: from the driver's trial_start event
+                     (before the pool starts it) to its trial_done event (its result read)
+    steps            the experiment's own records: the sum of each job.json's duration_s (a reused job's is its copy)
+    profiling        report.json: each profiling, evaluation and post-hoc round's (the measurement on measure_on)
+                     started_at to ended_at
+    overhead         trial wall - steps - profiling: the process, imports, np run's set-up, the trial's own work
+    unique steps     one computation of each distinct step (its config_hash and input checkpoint), summed over the
+                     sweep: the work no cache can save (the first computation's duration_s; the old way's include
+                     the imports a fresh process pays inside its first step). old wall / the new way's unique
+                     steps is the most any reuse could give: the speed-up with no overhead and no profiling at all
+    same figures     each trial's recorded figures (SNR, sizes, MACs, ...), by its parameters, equal both ways;
+                     LATENCY and MEMORY are measured on this machine and differ run to run: left out of the check
+
+The old way's overhead understates its cost: a fresh process imports ExecuTorch's lowering and runtime inside its
+first step, so part of its imports counts as step time; compare the walls too. All caches live in a temporary folder
+(XDG_CACHE_HOME too); nothing of the user's ~/.cache is read or written.
+
+    python bench/sweep_cost.py [--sweeps sample_cpu,sample_npu,vit] [--only old|new]
 """
 
 from __future__ import annotations
@@ -41,45 +56,82 @@ import time  # noqa: E402
 from datetime import datetime  # noqa: E402
 from typing import Any  # noqa: E402
 
-SCHEME_SWEEP = """version: "1.0"
+SWEEPS = ("sample_cpu", "sample_npu", "vit")
+VIT_CONFIG = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+              "image_size": 32, "patch_size": 8, "num_labels": 10}  # tests/models/test_zoo.py's
+VIT_SWEEP = """version: "1.0"
 base: experiment_01
 space:
-  graph_quantize.scheme: [W8-A8, W8-A8_dynamic, W4-A8_dynamic]
+  graph_quantize.scheme: [W8-A8, W8-A8_dynamic]
+  graph_quantize.calibration.num_samples: [4, 8, 16]
 objectives: [{pte_size: min}, {snr: max}]
 strategy: grid
 method: mlia
 """
-
+VIT_RUN = """version: "1.0"
+steps:
+- graph_optimize: null
+- graph_quantize:
+  - scheme: W8-A8
+profile:
+- GRAPH_QUANTIZE
+"""
 MEASURED = {"LATENCY", "MEMORY", "PEAK_MEMORY"}  # measured on this machine: not the same twice, left out of the check
 
 
-def _own_time(experiment: Path) -> float:
-    """The seconds the experiment's steps and profiling rounds took, by its own records."""
-    steps = sum(float(json.loads(job.read_text()).get("duration_s") or 0) for job in experiment.glob("*/job.json"))
+def _cache_env(folder: Path) -> dict[str, str]:
+    return {"NP_CACHE_DIR": str(folder / "estimates"), "NP_COMPILE_CACHE_DIR": str(folder / "compiled"),
+            "NP_STEP_CACHE_DIR": str(folder / "steps")}
+
+
+def _rounds(experiment: Path) -> float:
+    """The seconds the experiment's profiling, evaluation and post-hoc rounds took, by report.json."""
     report = json.loads((experiment / "report.json").read_text())
-    rounds = 0.0
-    results = [*((report.get("profile") or {}).get("results") or []), *(report.get("post_hoc") or []),
-               *((report.get("evaluation") or {}).get("results") or [])]  # post_hoc: the measurement on measure_on
-    for result in results:
+    seconds = 0.0
+    for result in [*((report.get("profile") or {}).get("results") or []), *(report.get("post_hoc") or []),
+                   *((report.get("evaluation") or {}).get("results") or [])]:
         if result.get("started_at") and result.get("ended_at"):
-            rounds += (datetime.fromisoformat(result["ended_at"]) -
-                       datetime.fromisoformat(result["started_at"])).total_seconds()
-    return steps + rounds
+            seconds += (datetime.fromisoformat(result["ended_at"]) -
+                        datetime.fromisoformat(result["started_at"])).total_seconds()
+    return seconds
 
 
-def _sweep(project: Path, warm: bool, caches: Path) -> dict[str, Any]:
+def _jobs(experiment: Path) -> list[dict[str, Any]]:
+    return [json.loads(job.read_text()) for job in sorted(experiment.glob("*/job.json"))]
+
+
+def _step_id(job: dict[str, Any]) -> str:
+    return json.dumps([job.get("step_type"), job.get("config_hash"), job.get("input")], sort_keys=True)
+
+
+def _pools(way: str, caches: Path, measures_here: bool) -> Any:
     from np_optimizer.api.trial import WORKER
+    from np_optimizer.sweep.pool import LocalPool
+
+    if way == "new":
+        os.environ.update(_cache_env(caches))
+        return LocalPool(1, WORKER, warm=True, measures_here=measures_here)
+
+    class OldPool(LocalPool):
+        """A fresh process per trial, each with empty caches of its own (its environment is taken at the submit)."""
+
+        def submit(self, job: Any) -> None:
+            os.environ.update(_cache_env(caches / f"trial-{job.number}"))
+            super().submit(job)
+
+    return OldPool(1, WORKER, warm=False)
+
+
+def _sweep(project: Path, way: str, caches: Path) -> dict[str, Any]:
     from np_optimizer.config.sweep import load_sweep
     from np_optimizer.sweep.driver import SweepRun, run_sweep
-    from np_optimizer.sweep.pool import LocalPool
+    from np_optimizer.sweep.plan import measures_here
     from np_optimizer.workspace import Project
 
-    for cache in ("estimates", "compiled"):
-        (caches / cache).mkdir(parents=True)
-    os.environ.update({"NP_CACHE_DIR": str(caches / "estimates"), "NP_COMPILE_CACHE_DIR": str(caches / "compiled")})
     sweep_file = project / "sweep.yaml"
-    pool = LocalPool(1, WORKER, warm=warm)
-    run = SweepRun(Project(project), load_sweep(sweep_file), sweep_file, 1, "bench")
+    sweep = load_sweep(sweep_file)
+    pool = _pools(way, caches, measures_here(Project(project), sweep))
+    run = SweepRun(Project(project), sweep, sweep_file, 1, "bench")
     began: dict[int, float] = {}
     walls: dict[str, float] = {}
 
@@ -95,58 +147,93 @@ def _sweep(project: Path, warm: bool, caches: Path) -> dict[str, Any]:
     failed = [t for t in record.trials if t.state != "complete"]
     if failed:
         raise SystemExit(f"{len(failed)} trial(s) failed in {project}: {failed[0].reason}")
-    trials = [(name, wall_s, _own_time(project / name)) for name, wall_s in sorted(walls.items())]
-    return {"wall": wall, "trials": trials, "host_s": pool.host.ready_s if pool.host is not None else None,
+    trials, unique, computed = [], {}, 0
+    for name, wall_s in sorted(walls.items()):
+        jobs = _jobs(project / name)
+        for job in (j for j in jobs if j.get("status") != "reused"):
+            unique.setdefault(_step_id(job), float(job.get("duration_s") or 0))
+            computed += 1
+        trials.append((name, wall_s, sum(float(j.get("duration_s") or 0) for j in jobs), _rounds(project / name)))
+    return {"wall": wall, "trials": trials, "unique": sum(unique.values()), "unique_n": len(unique),
+            "computed": computed,
+            "host_s": pool.host.ready_s if pool.host is not None else None,
             "figures": {json.dumps(t.params, sort_keys=True): {k: v for k, v in t.values.items() if k not in MEASURED}
                         for t in record.trials}}
 
 
-def _print(way: str, got: dict[str, Any]) -> float:
+def _print(sweep: str, way: str, got: dict[str, Any]) -> dict[str, float]:
     trials = got["trials"]
-    overheads = [wall - own for _name, wall, own in trials]
+    overheads = [wall - steps - rounds for _name, wall, steps, rounds in trials]
     host = got["host_s"]
-    print(f"\n{way}: {got['wall']:.1f} s for {len(trials)} trials"
-          f"{' (a fresh process per trial)' if host is None else f'; the warm host imported in {host:.1f} s, once, within the first trial'}")
-    print(f"  {'trial':<15}{'wall s':>8}{'steps+profiling s':>19}{'overhead s':>12}")
-    for (name, wall, own), overhead in zip(trials, overheads, strict=True):
-        print(f"  {name:<15}{wall:>8.2f}{own:>19.2f}{overhead:>12.2f}")
+    print(f"\n{sweep}, {way} way: sweep wall {got['wall']:.1f} s for {len(trials)} trials; {got['computed']} steps "
+          f"computed, {got['unique_n']} distinct (their first computations: {got['unique']:.1f} s)"
+          f"{f'; the warm host imported in {host:.1f} s, once, inside the first trial' if host is not None else ''}")
+    print(f"  {'trial':<15}{'wall s':>8}{'steps s':>9}{'profiling s':>13}{'overhead s':>12}")
+    for (name, wall, steps, rounds), overhead in zip(trials, overheads, strict=True):
+        print(f"  {name:<15}{wall:>8.2f}{steps:>9.2f}{rounds:>13.2f}{overhead:>12.2f}")
     mean = sum(overheads) / len(overheads)
     later = overheads[1:] or overheads
     print(f"  per-trial overhead: mean {mean:.2f} s, after the first trial {sum(later) / len(later):.2f} s "
-          f"(target <= 1 s); mean trial wall {sum(t[1] for t in trials) / len(trials):.2f} s")
-    if host is not None:
-        print(f"  the first trial's overhead without the host's one import: {overheads[0] - host:.2f} s")
-    return mean
+          f"(issue 36's target: at most 1 s)")
+    return {"mean": mean, "later": sum(later) / len(later)}
+
+
+def _make_vit(ws: Path) -> None:
+    """A project `vit` on raspberry_pi_5 from a Hugging Face ViT folder saved from VIT_CONFIG, and its sweep."""
+    import torch
+    import transformers
+
+    from np_optimizer import api
+
+    folder = ws.parent / "vit-model"
+    torch.manual_seed(0)
+    transformers.ViTForImageClassification(transformers.ViTConfig(**VIT_CONFIG)).eval().save_pretrained(folder)
+    api.projects_create(name="vit", model=str(folder), device="raspberry_pi_5", cwd=ws)
+    api.experiments_create(steps="go,gq", name="experiment_01", cwd=ws / "vit")
+    (ws / "vit" / "experiment_01" / "run.yaml").write_text(VIT_RUN)
+    (ws / "vit" / "sweep.yaml").write_text(VIT_SWEEP)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--grid", choices=["scheme", "sample_cpu"], default="scheme",
-                        help="scheme: 3 trials, estimate only (default); sample_cpu: its 6 trials, measured here")
-    parser.add_argument("--only", choices=["cold", "warm"], help="run one way only")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sweeps", default=",".join(SWEEPS), help=f"comma-separated, of {', '.join(SWEEPS)}")
+    parser.add_argument("--only", choices=["old", "new"], help="run one way only")
     args = parser.parse_args()
+    sweeps = [s for s in args.sweeps.split(",") if s]
+    if not sweeps or set(sweeps) - set(SWEEPS):
+        parser.error(f"--sweeps: names of {', '.join(SWEEPS)}")
+    ways = [w for w in ("old", "new") if not args.only or w == args.only]
+    base = Path(tempfile.mkdtemp(prefix="np-bench-sweep-cost-"))
+    os.environ["XDG_CACHE_HOME"] = str(base / "xdg")  # nothing of ~/.cache (torch's, transformers', np's)
     from np_optimizer import api
 
     # the page cache holds the libraries before either way starts, so neither pays the first read from disk
     subprocess.run([sys.executable, "-c", "import torch, executorch.exir"], capture_output=True, check=False)
-    base = Path(tempfile.mkdtemp(prefix="np-bench-sweep-cost-"))
+    began = time.perf_counter()
+    summary = []
     try:
         api.workspace_init(base / "ws")
-        if args.grid == "scheme":
-            (base / "ws" / "sample_cpu" / "sweep.yaml").write_text(SCHEME_SWEEP)
-        got: dict[str, dict[str, Any]] = {}
-        for way in ("cold", "warm"):
-            if args.only and way != args.only:
-                continue
-            shutil.copytree(base / "ws", base / way)
-            got[way] = _sweep(base / way / "sample_cpu", way == "warm", base / f"{way}-caches")
-        means = {way: _print(way, value) for way, value in got.items()}
-        if len(got) == 2:
-            cold, warm = got["cold"], got["warm"]
-            print(f"\nwarm against cold: sweep wall {cold['wall']:.1f} s -> {warm['wall']:.1f} s "
-                  f"({cold['wall'] / warm['wall']:.2f}x faster); per-trial overhead {means['cold']:.2f} s -> "
-                  f"{means['warm']:.2f} s")
-            print(f"same figures both ways (measured ones aside): {cold['figures'] == warm['figures']}")
+        if "vit" in sweeps:
+            _make_vit(base / "ws")
+        for sweep in sweeps:
+            got: dict[str, dict[str, Any]] = {}
+            for way in ways:
+                shutil.copytree(base / "ws", base / f"{sweep}-{way}")
+                got[way] = _sweep(base / f"{sweep}-{way}" / sweep, way, base / f"{sweep}-{way}-caches")
+            over = {way: _print(sweep, way, value) for way, value in got.items()}
+            if len(got) == 2:
+                old, new = got["old"], got["new"]
+                same = old["figures"] == new["figures"]
+                summary.append(f"{sweep:<11} old {old['wall']:6.1f} s  new {new['wall']:6.1f} s  "
+                               f"{old['wall'] / new['wall']:4.2f}x faster (at most {old['wall'] / new['unique']:.2f}x: "
+                               f"the new way's unique steps took {new['unique']:.1f} s); overhead per trial "
+                               f"{over['old']['mean']:.2f} -> {over['new']['mean']:.2f} s (after the first trial "
+                               f"{over['new']['later']:.2f} s); same figures: {same}")
+        if summary:
+            print("\nold way against new (1 worker; wall = time.perf_counter around the sweep):")
+            print("\n".join(f"  {line}" for line in summary))
+        print(f"\nthe bench took {time.perf_counter() - began:.0f} s; load average now "
+              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -1,8 +1,11 @@
-"""A trial worker for the local pool's own tests, no np run: its main says one progress line, then waits until a file
-`go` appears in the trial's folder and answers success. The pool runs it as it runs np's (`main([JOB_JSON])`)."""
+"""A trial worker for the local pool's own tests, no np run: its main writes the warm measuring process it was handed
+($NP_MEASURE_WARM_SOCKET, empty when none) to the trial's folder as `measuring`, says one progress line, then waits
+until a file `go` appears in the trial's folder and answers success. The pool runs it as it runs np's
+(`main([JOB_JSON])`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -12,6 +15,8 @@ from np_optimizer.sweep.worker import job_of, progress_line, result_line
 
 def main(argv: list[str]) -> int:
     job = job_of(argv[0])
+    job.experiment_dir.mkdir(parents=True, exist_ok=True)
+    (job.experiment_dir / "measuring").write_text(os.environ.get("NP_MEASURE_WARM_SOCKET", ""))
     sys.stdout.write(progress_line("started"))
     sys.stdout.flush()
     while not (job.experiment_dir / "go").exists():

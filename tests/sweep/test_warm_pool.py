@@ -163,3 +163,21 @@ def test_a_host_that_dies_fails_its_trial_and_a_new_host_runs_the_next(tmp_path:
         assert second.forked == 1
     finally:
         pool.close()
+
+
+def test_trials_that_measure_here_share_one_measuring_process_that_ends_with_the_pool(tmp_path: Path) -> None:
+    """measures_here: the pool starts one warm measuring process (profiler/measure/warm.py) and hands its socket to
+    every trial, so no trial imports torch and the runtime for its own; it is gone once the pool is closed."""
+    pool = LocalPool(1, Worker("tests.sweep.pool_worker", WORKER.run), warm=True, measures_here=True)
+    try:
+        for number in range(2):
+            (tmp_path / f"experiment_0{number + 2}").mkdir()
+            (tmp_path / f"experiment_0{number + 2}" / "go").touch()
+            pool.submit(TrialJob(number, tmp_path / f"experiment_0{number + 2}"))
+            assert _next_event(pool, number, "done").result.status == "success"
+        sockets = {(tmp_path / f"experiment_0{n}" / "measuring").read_text() for n in (2, 3)}
+        assert len(sockets) == 1 and Path(next(iter(sockets))).is_socket(), sockets  # one, shared, serving
+        assert pool.host is not None and pool.host.forked == 2
+    finally:
+        pool.close()
+    assert not Path(next(iter(sockets))).exists()  # the measuring process ended with the pool

@@ -70,7 +70,8 @@ def sweep(*, project: str | None = None, file: Path | None = None, dry_run: bool
         pool = RayPool(address, owner, WORKER, measure_on=config.measure_on)
         slots, why = pool.slots, f"Ray cluster at {address}"
     else:
-        pool = LocalPool(plan.workers, WORKER, threads_per_trial(plan.workers, plan.measures_here))
+        pool = LocalPool(plan.workers, WORKER, threads_per_trial(plan.workers, plan.measures_here),
+                         measures_here=plan.measures_here)
         slots, why = plan.workers, plan.workers_why
     run = SweepRun(owner, config, path, slots, why, resume=resume, storage=storage)
     try:

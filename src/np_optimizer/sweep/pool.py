@@ -1,8 +1,11 @@
 """The local pool: each trial in a child process of its own, its progress and its result read back as JSON lines
 (worker.py). The children are forked by the pool's warm host (host.py, warm.py), which imported torch, ExecuTorch and
 np's run path once, so a trial pays no imports; where no host can run, each trial is a fresh `python -m <worker>`
-process (said once, as a warning). A child dies with the sweep (processes.dies_with_parent, through the host too), so a
-killed sweep leaves no trial behind holding its experiment's lock."""
+process (said once, as a warning). When the trials measure on this machine, the warm pool also starts one warm
+measuring process for the sweep (profiler/measure/warm.py) and hands its socket to every trial, so a trial's
+measurement forks its worker from it instead of the trial importing torch and the runtime for its own (2 to 8 s).
+A child dies with the sweep (processes.dies_with_parent, through the host too), so a killed sweep leaves no trial
+behind holding its experiment's lock; the measuring process dies with it too (its death signal)."""
 
 from __future__ import annotations
 
@@ -10,12 +13,15 @@ import contextlib
 import os
 import queue
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Protocol
 
 from np_optimizer.logs import get_logger
 from np_optimizer.processes import interrupt_deferred
+from np_optimizer.profiler.measure import script_archive
+from np_optimizer.profiler.measure.warm import SHARED_ENV, start_warm, stop_warm_processes, warm_socket
 from np_optimizer.records.sweep import TrialJob, TrialResult
 from np_optimizer.sweep.warm import HostUnavailable, WarmHost, warm_turned_off
 from np_optimizer.sweep.worker import TrialProcess, Worker, job_line, read_events, start
@@ -68,15 +74,18 @@ def default_workers(measured_on_host: bool) -> tuple[int, str]:
 
 
 class LocalPool:
-    def __init__(self, workers: int, worker: Worker, threads: int | None = None, *, warm: bool | None = None) -> None:
+    def __init__(self, workers: int, worker: Worker, threads: int | None = None, *, warm: bool | None = None,
+                 measures_here: bool = False) -> None:
         """`worker`: what runs each trial; `threads`: torch's intra-op threads per trial (OMP_NUM_THREADS), so
         parallel trials do not oversubscribe the cores; None leaves the default (a trial that measures on this
         machine must time as np run does). `warm`: fork the trials from a warm host (default: unless
-        $NP_SWEEP_WARM=0); False starts a fresh process per trial."""
+        $NP_SWEEP_WARM=0); False starts a fresh process per trial, each measuring with its own warm measuring
+        process. `measures_here`: the trials measure on this machine (a warm pool shares one measuring process)."""
         self.slots = workers
         self.worker = worker
         self.threads = threads
         self.warm = not warm_turned_off() if warm is None else warm
+        self.measures_here = measures_here
         self.host: WarmHost | None = None  # started at the first submit
         self._events: queue.Queue[TrialEvent] = queue.Queue()
         self._children: dict[int, TrialProcess] = {}
@@ -88,6 +97,9 @@ class LocalPool:
             self.host.close()  # it died (out of memory?): its trials ended as killed; a new one takes over
             self.host = None
         if self.warm and self.host is None:
+            if self.measures_here:  # its imports overlap the host's
+                with interrupt_deferred():
+                    start_warm(sys.executable, script_archive())
             try:
                 self.host = WarmHost(self.worker.module, self.threads)
             except HostUnavailable as exc:
@@ -101,13 +113,20 @@ class LocalPool:
         get_logger("Sweep").warning(f"The sweep's warm trial host is not available ({why}): each trial starts a "
                                     "fresh process, which imports torch and ExecuTorch again (5 to 11 s a trial).")
 
+    def _shared_measuring(self) -> dict[str, str]:
+        """The environment that hands the sweep's warm measuring process to a trial (started again if it died);
+        empty when the trials do not measure here or it cannot run (each trial then starts its own)."""
+        socket_path = warm_socket(sys.executable, script_archive()) if self.measures_here else None
+        return {SHARED_ENV: socket_path} if socket_path else {}
+
     def submit(self, job: TrialJob) -> None:
         host = self._warm_host()
+        shared = self._shared_measuring() if host is not None else {}
         with interrupt_deferred():  # a Ctrl+C inside the fork would be swallowed: taken once the child is ours
             child: TrialProcess | None = None
             if host is not None:
                 try:
-                    child = host.start(job.number, [job_line(job)], self.threads)
+                    child = host.start(job.number, [job_line(job)], self.threads, shared)
                 except HostUnavailable as exc:
                     self._cold(str(exc))
             if child is None:
@@ -151,3 +170,5 @@ class LocalPool:
         self._children.clear()
         if self.host is not None:
             self.host.close()
+        if self.measures_here:  # the sweep's measuring process ends with it (started again on demand)
+            stop_warm_processes()

@@ -138,13 +138,14 @@ class WarmHost:
         message: dict[str, Any] = json.loads(data) if data else {}
         return message
 
-    def start(self, number: int, argv: list[str], threads: int | None) -> ForkedTrial:
-        """A fresh child of the host running the worker's main(argv) for trial `number`, np's environment and
-        working folder as they are now; HostUnavailable when the host is gone."""
+    def start(self, number: int, argv: list[str], threads: int | None,
+              env: dict[str, str] | None = None) -> ForkedTrial:
+        """A fresh child of the host running the worker's main(argv) for trial `number`, np's environment (plus
+        `env`) and working folder as they are now; HostUnavailable when the host is gone."""
         read_end, write_end = os.pipe()
         trial = ForkedTrial(0, os.fdopen(read_end, "rb"))
         request = {"number": number, "argv": argv, "cwd": os.getcwd(), "threads": threads,
-                   "env": {**os.environ, "PYTHONUNBUFFERED": "1"}}
+                   "env": {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}}
         with self._lock:
             self._trials[number] = trial  # before the request: its pid and its exit may follow at once
         try:
