@@ -14,9 +14,11 @@ DEMO_DIR ?= demo-workspace
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.lock scripts/check_env.py scripts/old_runtime.py scripts/compile_bytecode.py
+$(STAMP): pyproject.toml requirements.lock scripts/install_pins.sh scripts/check_env.py scripts/old_runtime.py scripts/compile_bytecode.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing np and its pinned dependencies into $(VENV) (first time: about 2 minutes)..."
+	@# the pins first, two pip processes side by side (see the script); then pip resolves np against them
+	bash scripts/install_pins.sh $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -c requirements.lock -e '.[test]' 2>&1 \
 	  | sed '/is ignored: it is neither a file nor a directory/d'
 	@# MLIA's float .pt2 converter without its torch==2.14.0 pin (a CUDA-only build): see pyproject.toml
