@@ -245,3 +245,13 @@ def build():
     torch.manual_seed(0)
     return Net().eval(), (torch.randn(1, {width}),)
 '''
+
+
+def run_here(experiment: Path) -> None:
+    """`np run` of `experiment` in this process (api.run): for a module fixture, which cannot take run_np; a fresh
+    interpreter would import torch, ExecuTorch and MLIA again (about 5 CPU-seconds) for nothing the fixture checks."""
+    from np_optimizer import api
+
+    summary = api.run(experiment=str(experiment))
+    log = experiment / "logs" / "execution.log"
+    assert summary.status == "success", log.read_text(encoding="utf-8")[-3000:] if log.is_file() else summary

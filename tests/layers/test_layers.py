@@ -17,7 +17,7 @@ import pytest
 from np_optimizer.layers.coverage import PARTIAL_MARK
 from np_optimizer.layers.keys import LayerKey, assign_keys, module_of
 from np_optimizer.layers.views import compare_totals
-from tests.helpers import assert_unchanged, make_project, run_np_subprocess, tree_digest
+from tests.helpers import assert_unchanged, make_project, run_here, tree_digest
 
 MODEL = '''
 import torch
@@ -73,8 +73,7 @@ def npu_layers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     api.workspace_init(root)
     exp = make_project(root, "net_npu", model=f"{base / 'net.py'}:build", device="alif_e8", steps="go,gq",
                        run_yaml=RUN_YAML)
-    result = run_np_subprocess("run", cwd=exp)
-    assert result.exit_code == 0, result.stderr
+    run_here(exp)
     before = tree_digest(root)
     yield exp
     assert_unchanged(root, before)

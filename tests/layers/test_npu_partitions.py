@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from np_optimizer.layers.ethos_u import _unkey_impossible_macs
-from tests.helpers import make_project, run_np_subprocess
+from tests.helpers import make_project, run_here
 
 MODEL = '''
 import torch
@@ -91,8 +91,7 @@ def kws(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[
     api.workspace_init(base / "ws")
     exp = make_project(base / "ws", "kws", model=f"{base / 'kws.py'}:build", device="corstone_300", steps="gq",
                        run_yaml=RUN_YAML)
-    result = run_np_subprocess("run", cwd=exp)
-    assert result.exit_code == 0, result.stderr
+    run_here(exp)
     report = json.loads((exp / "report.json").read_text())
     round_ = next(r for r in report["profile"]["results"] if r["checkpoint"] == "GRAPH_QUANTIZE")
     layers = json.loads((exp / round_["artifacts"]["layers"]).read_text())
@@ -157,8 +156,7 @@ def test_graph_optimize_brings_the_pool_back_to_the_npu(tmp_path: Path) -> None:
     api.workspace_init(tmp_path / "ws")
     exp = make_project(tmp_path / "ws", "kws_go", model=f"{tmp_path / 'kws.py'}:build", device="corstone_300",
                        steps="go,gq", run_yaml=GO_RUN_YAML)
-    result = run_np_subprocess("run", cwd=exp)
-    assert result.exit_code == 0, result.stderr
+    run_here(exp)
     go = json.loads((exp / "01_graph_optimize" / "job.json").read_text())
     rewrite = [p for p in go["changes"]["passes"] if p["pass"] == "avg_pool_as_mean"]
     assert [(p["outcome"], p["layers"]) for p in rewrite] == [("applied", ["pool"])], rewrite

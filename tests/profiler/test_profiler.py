@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from np_optimizer.errors import EXIT_FAILED, EXIT_USAGE
-from tests.helpers import FinishedRun, assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
+from tests.helpers import (
+    FinishedRun,
+    assert_unchanged,
+    copy_workspace,
+    make_project,
+    run_here,
+    run_np_subprocess,
+    tree_digest,
+)
 
 GO_GQ = 'version: "1.0"\nsteps:\n- graph_optimize: null\n- graph_quantize:\n  - scheme: W8-A8\n'
 
@@ -25,8 +33,7 @@ def npu_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("npu") / "ws"
     api.workspace_init(root)
     exp = make_project(root, "mlp_npu", device="alif_e8")
-    result = run_np_subprocess("run", cwd=exp)
-    assert result.exit_code == 0, result.stderr
+    run_here(exp)
     before = tree_digest(root)
     yield exp
     assert_unchanged(root, before)
