@@ -20,7 +20,7 @@ from np_optimizer.devices import DEVICES
 from np_optimizer.docgen.errors import render_errors
 from np_optimizer.errors import CODES, NpError
 from np_optimizer.quantize.aq.catalog import ALGORITHMS
-from tests.helpers import REPO, make_project, run_np_subprocess
+from tests.helpers import REPO, make_project, run_here, run_np_subprocess
 
 pytestmark = pytest.mark.own_steps  # each registered step must really run
 
@@ -159,8 +159,9 @@ def finished_on_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("methods")
     api.workspace_init(root / "ws")
     exp = make_project(root / "ws", "methods", device="host", run_yaml='version: "1.0"\nsteps:\n- graph_optimize: null\n')
-    result = run_np_subprocess("run", cwd=exp, env={"NP_CACHE_DIR": str(root / "cache")})
-    assert result.exit_code == 0, result.stderr
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("NP_CACHE_DIR", str(root / "cache"))
+        run_here(exp)
     return exp
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_project, run_np_subprocess
+from tests.helpers import make_project, run_here
 
 pytestmark = pytest.mark.np_run  # every test here runs np run, itself or through a module fixture
 
@@ -19,8 +19,9 @@ def test_ethos_u_compile_in_a_folder_with_a_space(tmp_path: Path) -> None:
     api.workspace_init(root)
     exp = make_project(root, "npu_space", device="alif_e8",
                        run_yaml='version: "1.0"\nsteps:\n- graph_quantize:\n  - scheme: W8-A8\n')
-    result = run_np_subprocess("run", "--json", cwd=exp, env={"NP_CACHE_DIR": str(tmp_path / "cache")})
-    assert result.exit_code == 0, result.stdout + result.stderr
+    with pytest.MonkeyPatch.context() as env:  # in this process: the paths, not the interpreter, are under test
+        env.setenv("NP_CACHE_DIR", str(tmp_path / "cache"))
+        run_here(exp)
     job = json.loads((exp / "01_graph_quantize" / "job.json").read_text())
     assert job["compile"]["status"] == "ok" and job["compile"]["num_delegates"] >= 1, job["compile"]
     compiled = exp / "01_graph_quantize" / "artifacts" / "compiled_alif_e8"

@@ -21,7 +21,15 @@ import pytest
 
 from np_optimizer.errors import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NETWORK, EXIT_USAGE, EXIT_VALIDATION
 from np_optimizer.workspace import Workspace
-from tests.helpers import NpResult, assert_unchanged, copy_workspace, make_project, run_np_subprocess, tree_digest
+from tests.helpers import (
+    NpResult,
+    assert_unchanged,
+    copy_workspace,
+    make_project,
+    run_here,
+    run_np_subprocess,
+    tree_digest,
+)
 
 pytestmark = pytest.mark.own_steps  # Ctrl+C and damaged files mid-run need steps that run
 
@@ -282,8 +290,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("hostile-run") / "ws"
     Workspace.create(root)
     exp = make_project(root, "ran", run_yaml=GO_PROFILED)
-    result = run_np_subprocess("run", cwd=exp)
-    assert result.exit_code == 0, result.stderr
+    run_here(exp)
     before = tree_digest(root)
     yield exp
     assert_unchanged(root, before)
