@@ -57,6 +57,10 @@ class JobRunner:
         self.lowered = lowered  # checkpoints lowered in the run (None: all); see plan.lowered_in_run
         self.programs: dict[str, Any] = {}  # job name -> its checkpoint in memory, so the next step need not reload it
 
+    def _lowers(self, checkpoint: str) -> bool:
+        """Whether this run lowers `checkpoint` for its device (plan.lowered_in_run; None: every checkpoint)."""
+        return self.lowered is None or checkpoint in self.lowered
+
     def program_of(self, ref: CheckpointRef) -> Any:
         """The checkpoint's ExportedProgram: the one this run made (and saved), else the file."""
         from np_optimizer.graph.program_io import load_program
@@ -127,7 +131,7 @@ class JobRunner:
             outcome = timed("step", lambda: produce(artifacts))
             ref, output, for_lowering = timed("save", lambda: self._save(outcome, artifacts, name, checkpoint))
             stats = ProgramStats.of_output(output, ref.sha256)
-            if self.lowered is None or checkpoint in self.lowered:
+            if self._lowers(checkpoint):
                 compiled: CompiledCheckpoint | None = timed("compile",
                                                             lambda: self._compile(ref, job_dir, for_lowering, stats))
             else:
@@ -190,7 +194,7 @@ class JobRunner:
         stats = ProgramStats.of_output(done.output, ref.sha256)
         compiled: CompiledCheckpoint | None = None
         timings = {"reuse_s": round(time.perf_counter() - t0, 3)}
-        if self.lowered is None or record.checkpoint in self.lowered:
+        if self._lowers(record.checkpoint):
             start = time.perf_counter()
             compiled = self._compile(ref, job_dir, None, stats)
             timings["compile_s"] = round(time.perf_counter() - start, 3)
@@ -215,8 +219,7 @@ class JobRunner:
         self.progress(f"{name}: saving {checkpoint}")
         path = artifacts / CHECKPOINT_FILE
         sha = write_program(outcome.program, path)
-        lowered = self.lowered is None or checkpoint in self.lowered
-        for_lowering = copy_program(outcome.program) if lowered else None
+        for_lowering = copy_program(outcome.program) if self._lowers(checkpoint) else None
         output = {"checkpoint": checkpoint, "file": f"artifacts/{CHECKPOINT_FILE}", "sha256": sha,
                   "size_bytes": path.stat().st_size, "params": count_params(outcome.program),
                   "macs": count_macs(outcome.program)[0],
