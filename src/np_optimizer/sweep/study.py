@@ -296,17 +296,16 @@ class SweepStudy:
         found = self.study.user_attrs.get("mixed_plan") if self._study is not None else None
         return [MixedPoint.from_json(p) for p in found] if isinstance(found, list) else None
 
-    def _ask_mixed(self, point: MixedPoint | None = None) -> Proposal | None:
+    def _ask_mixed(self) -> Proposal | None:
         from np_optimizer.sweep import mixed
 
         strategy = self.sweep.strategy
-        if point is None:
-            tried = {(t.params.get(mixed.SCHEME), t.params.get(mixed.MOVES)) for t in self.counted()}
-            planned = [*mixed.uniform_points(strategy), *(self.mixed_plan() or [])]
-            point = next((p for p in planned if (p.label, p.moves) not in tried), None)
-            if point is None:  # all run, or the measuring trial still runs, failed, or gave no sensitivity
-                return None
-            self.study.enqueue_trial(point.params)
+        tried = {(t.params.get(mixed.SCHEME), t.params.get(mixed.MOVES)) for t in self.counted()}
+        planned = [*mixed.uniform_points(strategy), *(self.mixed_plan() or [])]
+        point = next((p for p in planned if (p.label, p.moves) not in tried), None)
+        if point is None:  # all run, or the measuring trial still runs, failed, or gave no sensitivity
+            return None
+        self.study.enqueue_trial(point.params)
         trial = self.study.ask(mixed.distributions(strategy))
         run = self.mixed_run(point)
         trial.set_user_attr("run_key", run_key(run))
@@ -337,9 +336,10 @@ class SweepStudy:
         kept = [str(m) for m in stale.user_attrs.get("kept_float") or []]
         if self.sweep.strategy.name == "mixed":
             run = self.mixed_run(mixed.MixedPoint.from_json(stale.user_attrs["point"]))
+        elif self.sweep.strategy.name == "layers":
+            run = self.layers_run(kept)
         else:
-            run = self.layers_run(kept) if self.sweep.strategy.name == "layers" else run_for(
-                self.sweep, self.base_run, dict(trial.params))
+            run = run_for(self.sweep, self.base_run, dict(trial.params))
         detail = detail_for(self.sweep, run, dict(trial.params))
         trial.set_user_attr("run_key", run_key(run, detail))
         trial.set_user_attr("rerun_of", stale.number)
