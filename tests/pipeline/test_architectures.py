@@ -6,10 +6,11 @@ an attention graph; on a conv-BN-ReLU CNN it runs in every sample_cpu test), AQ 
 The configs are as small as the families allow (one block each), and each run profiles its final checkpoint only
 (so np run lowers INPUT_MODEL and that one; the AQ and GO checkpoints are in the final one): ExecuTorch's XNNPACK
 lowering, done once per lowered checkpoint (8 here: the Llama family is skipped, see SKIPPED), is about three quarters of the time, and it grows with the number of graph nodes, not with the
-weights. The families run in two spawned worker processes (an np run keeps one core busy), each calling np's entry
-point in-process so that torch, ExecuTorch and transformers are imported once per worker, not once per command.
-On 2 otherwise idle cores the matrix took about 55 s with Llama (measured 2026-12-07; 75 s when every checkpoint was
-lowered).
+weights. The families run one after the other in the test's own process, through np's entry point (as the `run_np`
+fixture runs np): the suite's pytest workers already keep every core busy, so worker processes of the matrix's own
+only paid another import of torch, ExecuTorch and transformers each (about 10 CPU-s) and ran against the other
+pytest worker. On 2 otherwise idle cores the matrix took about 55 s with Llama in two worker processes (measured
+2026-12-07; 75 s when every checkpoint was lowered).
 
 The Qwen2 config uses a sliding window shorter than the sequence, so the model cannot take np's constant positions
 and mask and computes them in its graph (`arange(32) + 0`, then `aten.index`): the integer arithmetic that ExecuTorch's
@@ -88,7 +89,6 @@ def _detail(steps: str) -> str:
 
 
 _STEP_JOBS = {"aq": "advanced_quantize", "go": "graph_optimize", "gq": "graph_quantize"}
-_WORKERS = max(1, min(2, os.cpu_count() or 1))  # an np run keeps about one core busy (lowering is mostly Python)
 
 
 @dataclass
@@ -97,7 +97,7 @@ class FamilyRun:
     experiment: Path
     commands: list[tuple[list[str], NpResult]]  # every np command run, in order, with its result
     seconds: float
-    cpu_seconds: float  # the worker's CPU time for this family (all threads): the cost without other load
+    cpu_seconds: float  # this process's CPU time for this family (all threads): the cost without other load
 
     @property
     def result(self) -> NpResult:
@@ -127,7 +127,7 @@ def _np(args: list[str], cwd: Path) -> NpResult:
 
 
 def _run_family(family: Family, root: Path) -> FamilyRun:
-    """In a worker process: save the family's model folder, then `np workspace init`, `np projects create --model
+    """Save the family's model folder, then `np workspace init`, `np projects create --model
     <folder>`, `np experiments create --steps ...` and `np run`, stopping at the first command that fails."""
     started, cpu = time.perf_counter(), time.process_time()
     root.mkdir(parents=True)
@@ -153,30 +153,20 @@ def _run_family(family: Family, root: Path) -> FamilyRun:
     return FamilyRun(family, exp, commands, time.perf_counter() - started, time.process_time() - cpu)
 
 
-def _one_thread() -> None:
-    """One intra-op thread per worker: the workers already fill the cores, and idle OpenMP threads spin."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
 @pytest.fixture(scope="module")
 def family_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, FamilyRun]:
-    """Every selected family (all of them, or those `-k` kept) run once. `_WORKERS` worker processes (spawned: a fresh
-    interpreter each) take the families in turn, the longest (the decoders) first; each worker imports torch,
-    ExecuTorch and transformers once and runs its families one after the other."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    """Every selected family (all of them, or those `-k` kept) run once, in this process, the longest (the decoders)
+    first; the working folder np's commands change to is restored after."""
     selected = {item.callspec.params["family"].name for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec") and "family" in item.callspec.params
                 } - SKIPPED.keys()
     root = tmp_path_factory.mktemp("architectures")
     order = sorted((f for f in FAMILIES if f.name in selected), key=lambda f: "aq" not in f.steps.split(","))
-    with ProcessPoolExecutor(max_workers=_WORKERS, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_one_thread) as pool:
-        futures = {f.name: pool.submit(_run_family, f, root / f.name) for f in order}
-        return {name: future.result(timeout=1800) for name, future in futures.items()}
+    cwd = os.getcwd()
+    try:
+        return {f.name: _run_family(f, root / f.name) for f in order}
+    finally:
+        os.chdir(cwd)
 
 
 @pytest.mark.parametrize("family", [pytest.param(f, id=f.name, marks=pytest.mark.skip(reason=SKIPPED[f.name])
