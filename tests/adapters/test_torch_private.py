@@ -3,7 +3,9 @@ exported program: an upgrade that moves or changes one of these fails here first
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -113,3 +115,31 @@ def test_stable_provenance_numbers_the_graphs_while_saving_and_puts_them_back(tm
                for i, p in enumerate(programs)}
     assert len(digests) == 1
     assert [[s.to_dict() for n in p.graph.nodes for s in n.meta.get("from_node") or []] for p in programs] == records
+
+
+def test_shared_provenance_builds_the_same_records_without_deep_copies(program: torch.export.ExportedProgram) -> None:
+    """A pass over the program (fx.Interpreter, as every lowering pass runs) records the same provenance with and
+    without shared_provenance, and the constructor torch restores after it deep-copies again."""
+    from torch.fx import traceback as fx_traceback
+
+    def without_ids(record: dict[str, Any]) -> dict[str, Any]:  # graph_id is id(graph): differs run to run
+        return {**{k: v for k, v in record.items() if k != "graph_id"},
+                "from_node": [without_ids(r) for r in record["from_node"]]}
+
+    def histories(shared: bool) -> tuple[list[list[dict[str, Any]]], list[Any]]:
+        edited = copy.deepcopy(program)
+        with tp.shared_provenance() if shared else contextlib.nullcontext():
+            decomposed = edited.run_decompositions({}).run_decompositions({})  # two passes: a history to copy
+        nodes = list(decomposed.graph.nodes)
+        return [[without_ids(s.to_dict()) for s in n.meta.get("from_node", [])] for n in nodes], nodes
+
+    plain, _nodes = histories(False)
+    shared, nodes = histories(True)
+    assert plain == shared and any(any(s["from_node"] for s in h) for h in shared)  # a history at least 2 deep
+    node = next(n for n in nodes if n.meta.get("from_node"))
+    deep = fx_traceback.NodeSource(node)  # the constructor is torch's own again: a deep copy
+    assert deep.from_node and deep.from_node[0] is not node.meta["from_node"][0]
+    with tp.shared_provenance():
+        shallow = fx_traceback.NodeSource(node)
+    assert shallow.from_node[0] is node.meta["from_node"][0] and shallow.from_node is not node.meta["from_node"]
+    assert shallow.to_dict() == deep.to_dict()
