@@ -1,5 +1,7 @@
 """np sweep over a real Ray cluster (two nodes of one CPU each on this machine, started and stopped here): the trials
-of an MLP on raspberry_pi_5 (MLIA's static figures) run as Ray tasks and give the figures the local pool gives;
+of an MLP on raspberry_pi_5 (MLIA's static figures) run as Ray tasks and give the figures the same trials give run
+here, in this process, through the worker's `run` as a Ray task calls it (tests/sweep/test_sweep_vs_run.py shows the
+local pool's trials give np run's figures);
 a node killed mid-trial (a small CNN's trials: they last long enough to be killed in the middle) still leaves every
 trial recorded once; a node with another np is refused at connect, naming
 it; an address where no Ray runs is refused in seconds."""
@@ -19,9 +21,9 @@ import pytest
 from np_optimizer.api.trial import WORKER
 from np_optimizer.config.sweep import load_sweep
 from np_optimizer.errors import NetworkError
-from np_optimizer.records.sweep import SweepRecord
+from np_optimizer.records.sweep import SweepRecord, TrialJob
 from np_optimizer.sweep.driver import SweepRun, run_sweep
-from np_optimizer.sweep.pool import LocalPool, Pool
+from np_optimizer.sweep.pool import Pool, TrialEvent
 from np_optimizer.sweep.ray_pool import RayPool
 from np_optimizer.workspace import Project, Workspace
 from tests.helpers import make_project
@@ -67,6 +69,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         started.shutdown()
 
 
+class _HerePool:
+    """One trial at a time in this process, through the worker's `run`: the reference figures, without a warm host
+    (another import of torch, ExecuTorch and MLIA) for two trials."""
+
+    slots = 1
+
+    def __init__(self) -> None:
+        self._events: list[TrialEvent] = []
+
+    def submit(self, job: TrialJob) -> None:
+        result = WORKER.run(job, lambda text: self._events.append(TrialEvent(job.number, "progress", text)))
+        self._events.append(TrialEvent(job.number, "done", result=result))
+
+    def poll(self, timeout: float) -> list[TrialEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def running(self) -> int:  # a trial counts as running until the driver has polled its end
+        return sum(e.kind == "done" for e in self._events)
+
+    def close(self) -> None:
+        pass
+
+
 def _project(root: Path, name: str, model: str = "small_cnn") -> Project:
     Workspace.create(root)
     project = make_project(root, name, model=model, run_yaml=BASE_RUN).parent
@@ -106,7 +132,7 @@ def test_trials_on_the_ray_cluster_give_the_local_pools_figures(cluster: Any, tm
             assert "np-sweep-ray-" not in record_file.read_text(), record_file
 
     local = _project(tmp_path / "local_ws", "mlp_sweep", model="mlp")
-    local_record = _sweep(local, LocalPool(2, WORKER))
+    local_record = _sweep(local, _HerePool())
     ray_figures, local_figures = _figures(on_ray, record), _figures(local, local_record)
     assert ray_figures == local_figures
     assert all(values["SNR"] and values["MACS"] and values["PTE_SIZE"] for _s, values, _h in ray_figures.values())
