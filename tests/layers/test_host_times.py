@@ -125,7 +125,10 @@ def test_each_op_left_outside_xnnpack_has_its_reason(traced_round: _Traced) -> N
     assert left is not None and left.startswith("3 ops left XNNPACK ("), left
     share = float(left.split("(", 1)[1].split("%")[0])
     pool = next(e for e in document["layers"] if e["key"] == "pool")
-    assert "% of the measured time)" in left and share >= pool["share_pct"] * 0.99 - 0.1, (left, pool)
+    # the line's share is of the round's measured total (median call), the rows' share_pct of their own sum: under
+    # load the two differ by a few %, so the pool is checked against the same total as the line
+    pool_of_total = 100.0 * pool["cost"] / document["cost"]["total"]
+    assert "% of the measured time)" in left and share >= pool_of_total - 0.1, (left, pool, document["cost"])
     assert "costliest: pool (AvgPool2d): ceil mode is not supported. To do: pool with ceil_mode=False" in left
 
 
