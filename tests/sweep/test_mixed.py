@@ -15,7 +15,7 @@ from np_optimizer.config.sweep import Strategy, validate_sweep
 from np_optimizer.sweep.mixed import MixedPoint, apply_point, ordered_moves, plan_points, spread, uniform_points
 from tests.helpers import sensitive_model_source
 
-STRATEGY = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=2)
+STRATEGY = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=2, measure_from="base")
 
 
 def _cell(loss: float, cost: float | None) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def test_the_plan_takes_the_first_k_moves_by_gain_per_cycle_with_both_uniform_po
 def test_a_size_budget_prices_moves_by_weight_bytes() -> None:
     # W8-A16 keeps int8 weights: every move is free in size, so the order is by gain alone
     assert [m["module"] for m in ordered_moves(_doc(), "size", STRATEGY)] == ["conv1", "conv2", "fc"]
-    floats = Strategy("mixed", candidates=("W8-A8", "float"), budget="size", points=8)
+    floats = Strategy("mixed", candidates=("W8-A8", "float"), budget="size", points=8, measure_from="base")
     doc = _doc()
     for layer in doc["layers"]:
         layer["formats"]["float"] = layer["formats"].pop("W8-A16")
@@ -72,7 +72,8 @@ def test_a_layer_without_a_cost_moves_after_the_priced_ones_by_gain() -> None:
 
 def test_the_spread_and_a_file_of_other_formats() -> None:
     assert spread(3, 8) == [1, 2, 3] and spread(10, 4) == [2, 5, 8, 10] and spread(0, 4) == []
-    points, why = plan_points(_doc(), Strategy("mixed", candidates=("W8-A8", "float"), budget="latency", points=2))
+    points, why = plan_points(_doc(), Strategy("mixed", candidates=("W8-A8", "float"), budget="latency", points=2,
+                                               measure_from="base"))
     assert points == [] and "W8-A16" in str(why)
 
 
@@ -96,6 +97,23 @@ def test_from_widest_a_move_gains_what_the_layer_loses_when_it_alone_drops_to_th
     assert params == {"scheme": "W8-A16", "sensitivity": ["W8-A16", "W8-A8"]}
     apply_point(params, uniform_points(wide)[0], wide)
     assert params == {"scheme": "W8-A8"}
+
+
+def test_the_model_input_is_a_move_like_a_layer_and_widest_is_the_default() -> None:
+    """On Ethos-U the file also measures `<input>` and `<output>` (no row in Vela's table: cost 0 in each format).
+    From the widest (the default), the input that loses most in int8 moves first, for free; the points drop what
+    was not moved, the input included, as graph_quantize `layers:` names it."""
+    config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", "    points: 8\n")))
+    assert config is not None and issues == [] and config.strategy.measure_from == "widest"
+    doc = {"base": "W8-A16", "formats": ["W8-A16", "W8-A8"], "moves": [], "cost": {"unit": "cycles"},
+           "layers": [{"module": m, "params": 0, "formats": {"W8-A16": _cell(0.0, wide), "W8-A8": _cell(loss, cost)}}
+                      for m, wide, loss, cost in (("<input>", 0.0, -11.0, 0.0), ("embed", 300, -9.0, 100),
+                                                  ("head", 90, -0.1, 50), ("<output>", 0.0, 0.0, 0.0))]}
+    points, why = plan_points(doc, config.strategy)
+    assert why is None and [p.moves for p in points] == [1, 2, 3]  # `<output>` gains nothing: never moved up
+    assert points[0].layers == {"embed": "W8-A8", "head": "W8-A8", "<output>": "W8-A8"} and points[0].scheme == "W8-A16"
+    assert points[0].predicted_extra_cost == 0 and points[1].predicted_extra_cost == 200
+    assert points[2].layers == {"<output>": "W8-A8"} and points[2].predicted_snr_gain_db == 20.1
 
 
 def test_a_point_sets_the_step_and_only_the_first_measures_sensitivity() -> None:
@@ -172,7 +190,8 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
                        detail_yaml="detail:\n  graph_quantize[0]:\n    calibration:\n      num_samples: 2\n")
     project = exp.parent
     (project / "sweep.yaml").write_text('version: "1.0"\nmethod: mlia\nobjectives: [{latency: min}, {snr: max}]\n'
-                                        'strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 2}}\n')
+                                        'strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 2, '
+                                        'from: base}}\n')
     plan = run_np("sweep", "--dry-run", "--json", cwd=project).json  # the two uniform trials, each run.yaml checked
     assert (plan["strategy"], plan["budget"]) == ("mixed", 4) and [(t["params"], t["problems"]) for t in plan[
         "trials"]] == [({"mixed.scheme": f, "mixed.moves": 0}, []) for f in ("W8-A8", "W8-A16")]
@@ -194,7 +213,8 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
         assert job["parameters"]["scheme"] == ("W8-A8" if label == "mixed" else label)
         if k:  # job.json names each layer's format: the moved ones in theirs, the rest in the base scheme's
             got = {row["module"]: row["format"] for row in job["changes"]["layer_formats"]["by_layer"]}
-            assert got == {m: dict(moves[:k]).get(m, "W8-A8") for m in ("fc1", "cancel", "head")}, (k, got)
+            modules = ("<input>", "fc1", "cancel", "head", "<output>")  # Ethos-U: the model's input and output too
+            assert got == {m: dict(moves[:k]).get(m, "W8-A8") for m in modules}, (k, got)
         # the front's figures are the trial's own estimate and SNR, not a sum of predictions
         steps = run_np("report", "--json", cwd=project / trial["experiment"]).json["pipeline"]["steps"]
         own = {m["metric_type"]: m["value"] for m in steps[-1]["metrics"]}

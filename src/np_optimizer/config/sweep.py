@@ -97,7 +97,7 @@ class Strategy:
     candidates: tuple[str, ...] = ()  # mixed: the formats a layer may take, the base first (sweep/mixed.py)
     budget: str | None = None  # mixed: what a move costs, latency or size
     points: int = 0  # mixed: how many mixed trials along the greedy order (the uniform points come on top)
-    measure_from: str = "base"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (base|widest)
+    measure_from: str = "widest"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (widest|base)
 
     @property
     def fixed_space(self) -> bool:
