@@ -22,8 +22,8 @@ estimated latency and SNR, the search's wall time (the whole `np sweep`), and th
 with SNR within 1 dB of uniform W8-A16 at a latency nearer uniform W8-A8's than W8-A16's; and whether a mixed point
 lies above the straight line between the two uniform points.
 
-    python bench/mixed_precision.py [--points 3] [--from widest|base] [--models sample_npu,cnn_raw,transformer]
-                                    [--devices corstone_300,alif_e8]
+    python bench/mixed_precision.py [--points 3] [--from widest|base] [--rest widest|base]
+                                    [--models sample_npu,cnn_raw,transformer] [--devices corstone_300,alif_e8]
 
 Measured 2026-12-07 (`--points 3 --from widest`, 4 calibration samples; `<input>` and `<output>` measured and moved
 as layers; the machine shared by other benches, 2 cores): MLIA's latency in ms / SNR in dB on the held-out inputs.
@@ -165,7 +165,7 @@ DETAIL_YAML = "detail:\n  graph_quantize[0]:\n    calibration:\n      num_sample
 SWEEP_YAML = """version: "1.0"
 method: mlia
 objectives: [{{latency: min}}, {{snr: max}}]
-strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, points: {points}, from: {measure_from}}}}}
+strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, points: {points}, from: {measure_from}, rest: {rest}}}}}
 """
 DEVICES = ("corstone_300", "alif_e8")
 print = functools.partial(print, flush=True)  # noqa: A001  (a long run: each model's table as soon as it is done)
@@ -192,8 +192,8 @@ def _project(root: Path, source: Path, model: str, device: str, samples: int) ->
     return exp.parent
 
 
-def _sweep(project: Path, points: int, measure_from: str) -> tuple[float, dict[str, Any], str]:
-    (project / "sweep.yaml").write_text(SWEEP_YAML.format(points=points, measure_from=measure_from))
+def _sweep(project: Path, points: int, measure_from: str, rest: str) -> tuple[float, dict[str, Any], str]:
+    (project / "sweep.yaml").write_text(SWEEP_YAML.format(points=points, measure_from=measure_from, rest=rest))
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "np_optimizer", "sweep", "--workers", "1"], cwd=project,
                           capture_output=True, text=True, env=os.environ.copy())
@@ -260,6 +260,8 @@ def main() -> None:
     parser.add_argument("--devices", default=",".join(DEVICES))
     parser.add_argument("--from", dest="measure_from", default="widest", choices=("base", "widest"),
                         help="the uniform trial that measures the sensitivity (the strategy's `from`)")
+    parser.add_argument("--rest", choices=("base", "widest"), default=None,
+                        help="the mixed points' scheme (the strategy's `rest`; default: --from's)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="np-bench-mixed-"))
     os.environ["NP_CACHE_DIR"] = str(root / "cache")
@@ -271,7 +273,7 @@ def main() -> None:
     for model in args.models.split(","):
         for device in args.devices.split(","):
             project = _project(root / "ws", root / "models.py", model, device, args.samples)
-            wall, record, failed = _sweep(project, args.points, args.measure_from)
+            wall, record, failed = _sweep(project, args.points, args.measure_from, args.rest or args.measure_from)
             points = _points(record)
             done, above = _verdict(points)
             print(f"\n{model} on {device}: search {wall:.0f} s ({len(points)} trials){'; np sweep failed' if failed else ''}")

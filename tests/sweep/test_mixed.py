@@ -4,6 +4,7 @@ from and the front's figures are the trials' own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,11 @@ def test_the_model_input_is_a_move_like_a_layer_and_widest_is_the_default() -> N
     assert points[0].layers == {"embed": "W8-A8", "head": "W8-A8", "<output>": "W8-A8"} and points[0].scheme == "W8-A16"
     assert points[0].predicted_extra_cost == 0 and points[1].predicted_extra_cost == 200
     assert points[2].layers == {"<output>": "W8-A8"} and points[2].predicted_snr_gain_db == 20.1
+    # `rest: base`: the same moves over the base scheme, what no move names (softmax, adds) in int8
+    over_base, _why = plan_points(doc, dataclasses.replace(config.strategy, rest="base"))
+    assert [(p.scheme, p.layers) for p in over_base] == [
+        ("W8-A8", {"<input>": "W8-A16"}), ("W8-A8", {"<input>": "W8-A16", "embed": "W8-A16"}),
+        ("W8-A8", {"<input>": "W8-A16", "embed": "W8-A16", "head": "W8-A16"})]
 
 
 def test_a_point_sets_the_step_and_only_the_first_measures_sensitivity() -> None:
@@ -139,6 +145,7 @@ SWEEP = 'version: "1.0"\nobjectives: [{latency: min}, {snr: max}]\nstrategy:\n  
     ("    point: 4\n", "S044", "strategy.mixed.point", "points"),
     ("    - W8-A8\n", "S044", "strategy.mixed", "candidates: [W8-A8, W8-A16]"),
     ("    from: wides\n", "S048", "strategy.mixed.from", "Did you mean 'widest'?"),
+    ("    rest: bas\n", "S049", "strategy.mixed.rest", "Did you mean 'base'?"),
 ])
 def test_each_bad_mixed_block_is_one_issue_at_its_place(body: str, code: str, location: str, hint: str) -> None:
     config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", body)))

@@ -1,6 +1,6 @@
 """The mixed strategy: per-layer formats chosen greedily from measured sensitivity and cost, each point a real trial.
 
-    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8, from: widest}}
+    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8, from: widest, rest: widest}}
 
 1. The first two trials are uniform: in the base candidate (the first) and in the widest (the last). One of them
    also asks graph_quantize for its `sensitivity:` (pipeline/sensitivity.py: each weighted layer's SNR loss and cost
@@ -16,9 +16,10 @@
    `<output>` cost 0 in both (no row of their own in the target's table: their cost shows in their readers' and
    writers' rows), so they move first when they gain SNR.
 3. One trial per point k along that order (the first k moves as graph_quantize `layers:`), k spread over the
-   moves: from the base, over the base scheme; from the widest, the widest scheme with the layers not moved up
-   dropped to the base (the ops outside weighted layers, as adds and pools, then keep the widest format: on
-   sample_npu's CNN they, not the convolutions, held the SNR W8-A16 adds). Each trial is a run.yaml np runs and
+   moves, over the scheme `rest:` names (by default `from:`'s): the base scheme with the k layers moved, or the
+   widest scheme with the layers not moved dropped to the base (the ops outside weighted layers, as adds, softmax
+   and pools, then keep the widest format: on sample_npu's CNN they, not the convolutions, held the SNR W8-A16 adds;
+   on the bench's transformer their int16 cycles kept every point near W8-A16's latency: `rest: base` there). Each trial is a run.yaml np runs and
    profiles like any other: the figures on the front are the compiled program's, never the sum of the per-layer
    predictions (the predictions are kept in the trial's note).
 
@@ -190,8 +191,8 @@ def plan_points(doc: dict[str, Any], strategy: Strategy) -> tuple[list[MixedPoin
     out = []
     for k in spread(len(moves), strategy.points):
         taken = {str(m["module"]): str(m["format"]) for m in moves[:k]}
-        if strategy.measure_from == "widest":  # the widest scheme, the layers not moved up dropped to the base
-            point = MixedPoint(widest, k, {m: base for m in weighted if m not in taken})
+        if (strategy.rest or strategy.measure_from) == "widest":  # the widest scheme, the rest set layer by layer
+            point = MixedPoint(widest, k, {m: fmt for m in weighted if (fmt := taken.get(m, base)) != widest})
         else:
             point = MixedPoint(base, k, taken)
         if point.layers:  # every layer moved up from the widest scheme: the uniform widest trial already
