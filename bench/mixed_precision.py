@@ -22,8 +22,48 @@ estimated latency and SNR, the search's wall time (the whole `np sweep`), and th
 with SNR within 1 dB of uniform W8-A16 at a latency nearer uniform W8-A8's than W8-A16's; and whether a mixed point
 lies above the straight line between the two uniform points.
 
-    python bench/mixed_precision.py [--points 3] [--from widest|base] [--models sample_npu,cnn_raw,transformer]
-                                    [--devices corstone_300,alif_e8]
+    python bench/mixed_precision.py [--points 3] [--from widest|base] [--rest widest|base]
+                                    [--models sample_npu,cnn_raw,transformer] [--devices corstone_300,alif_e8]
+
+Measured 2026-12-07 (`--points 3 --from widest`, 4 calibration samples; `<input>` and `<output>` measured and moved
+as layers; the machine shared by other benches, 2 cores): MLIA's latency in ms / SNR in dB on the held-out inputs.
+
+    model        device        search  W8-A8           W8-A16          best mixed               done-when
+    sample_npu   corstone_300  263 s   0.908 / 40.57   1.881 / 50.71   k=3: 1.273 / 50.41       yes
+    sample_npu   alif_e8       285 s   0.257 / 40.57   0.533 / 50.71   k=5: 0.379 / 50.31       yes
+    cnn_raw      corstone_300   97 s   0.103 / 21.86   0.064 / 40.84   k=5: 0.064 / 40.76       no
+    cnn_raw      alif_e8        99 s   0.0103 / 21.86  0.0155 / 40.84  k=5: 0.0152 / 40.76      no
+    transformer  corstone_300  265 s   0.0495 / 10.24  0.0689 / 13.25  k=7: 0.0685 / 12.42      no
+    transformer  alif_e8       257 s   0.0130 / 10.24  0.0180 / 13.45  k=7: 0.0183 / 12.46      no
+
+Why not on cnn_raw: on U55 Vela estimates uniform W8-A16 faster than W8-A8 (conv1: 15,773 cycles in int16, 38,216
+in int8), so there is no trade-off to find; on both devices every layer, not the first alone, loses SNR in int8
+(dropped alone from W8-A16, on the calibration samples: conv1 -11.4 dB, conv2 -7.7, conv3 -5.3, head -3.0; the input,
+raw 8-bit pixels, -0.0), and by hand W8-A8 with conv1 in W8-A16 gives 22.16 dB (with conv2 too, 22.17), no more
+than uniform W8-A8 (the k=5 rows are W8-A16 with only `<input>` in int8).
+
+Why not on the transformer: the input and embed are where its SNR is (dropped alone from W8-A16 on the calibration
+samples: -11.6 and -14.4 dB on U55), but with `rest: widest` (the default) the points keep the widest
+scheme for the ops outside weighted layers (softmax, adds, the mean), whose int16 cycles keep every point near
+W8-A16's latency (k=2, only `<input>` and q in int16: 0.0677 ms on U55). By hand, W8-A8 with `<input>` and embed in
+W8-A16 gives 0.0511 ms / 12.44 dB on U55 (the done-when holds: within 1 dB of 13.25, nearer 0.0495) and 0.0134 ms /
+12.44 dB on U85 (12.435: 0.015 dB short of 1 dB from 13.45).
+
+With `--rest base` (the moves over the W8-A8 scheme; same day, same settings):
+
+    model        device        search  best mixed               done-when  above the line
+    transformer  corstone_300  497 s   k=7: 0.0631 / 12.54      no         yes
+    transformer  alif_e8       240 s   k=5: 0.0160 / 12.44      no         yes
+    sample_npu   corstone_300  191 s   k=3: 0.9222 / 41.52      no         yes
+    sample_npu   alif_e8       122 s   k=5: 0.3523 / 41.82      no         no
+    cnn_raw      corstone_300   99 s   k=5: 0.0637 / 40.76      no         no
+    cnn_raw      alif_e8        63 s   k=5: 0.0152 / 40.76      no         yes
+
+sample_npu loses what `rest: widest` found (its SNR is in the residual adds and pools, int8 under the base scheme).
+On the transformer the greedy order takes the moves Vela prices at no extra cycles first (q, head, up: the same
+cycles in int8 and int16 in the uniform compiles), ahead of embed (+688 cycles on U55), and each adds RESCALEs at its
+int8/int16 boundaries that the per-layer costs leave out: k=2 (`<input>` and q) costs 0.0537 ms against W8-A8's
+0.0495 for +0.00 dB; the point that meets the done-when by hand (`<input>` and embed alone) is never built.
 """
 
 from __future__ import annotations
@@ -144,7 +184,7 @@ DETAIL_YAML = "detail:\n  graph_quantize[0]:\n    calibration:\n      num_sample
 SWEEP_YAML = """version: "1.0"
 method: mlia
 objectives: [{{latency: min}}, {{snr: max}}]
-strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, points: {points}, from: {measure_from}}}}}
+strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, points: {points}, from: {measure_from}, rest: {rest}}}}}
 """
 DEVICES = ("corstone_300", "alif_e8")
 print = functools.partial(print, flush=True)  # noqa: A001  (a long run: each model's table as soon as it is done)
@@ -171,8 +211,8 @@ def _project(root: Path, source: Path, model: str, device: str, samples: int) ->
     return exp.parent
 
 
-def _sweep(project: Path, points: int, measure_from: str) -> tuple[float, dict[str, Any], str]:
-    (project / "sweep.yaml").write_text(SWEEP_YAML.format(points=points, measure_from=measure_from))
+def _sweep(project: Path, points: int, measure_from: str, rest: str) -> tuple[float, dict[str, Any], str]:
+    (project / "sweep.yaml").write_text(SWEEP_YAML.format(points=points, measure_from=measure_from, rest=rest))
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "np_optimizer", "sweep", "--workers", "1"], cwd=project,
                           capture_output=True, text=True, env=os.environ.copy())
@@ -217,9 +257,13 @@ def sensitivity_line(project: Path, record: dict[str, Any]) -> str:
     doc = json.loads(files[0].read_text())
     gains = [(cell.get("snr_loss_db"), layer["module"]) for layer in doc["layers"]
              for fmt, cell in layer["formats"].items() if fmt != doc["base"] and cell.get("snr_loss_db") is not None]
-    best = max(gains) if gains else (None, "-")
+    # from the base the largest gain matters, from the widest the largest loss (a layer alone dropped to the base)
+    best = max(gains, key=lambda g: abs(g[0])) if gains else (None, "-")
+    io = "; ".join(f"{layer['module']} {cell.get('snr_loss_db')} dB" for layer in doc["layers"]
+                   if layer["module"].startswith("<") for fmt, cell in layer["formats"].items() if fmt != doc["base"])
     unpriced = sum(1 for layer in doc["layers"] for cell in layer["formats"].values() if cell.get("cost") is None)
-    return (f"sensitivity from uniform {doc['base']}: best single-layer SNR change {best[0]} dB ({best[1]}); "
+    return (f"sensitivity from uniform {doc['base']}: largest single-layer SNR change {best[0]} dB ({best[1]}); "
+            f"{io or 'no <input>/<output> rows'}; "
             f"{unpriced} (layer, format) cell(s) without a cost; {doc['seconds']['total']:.0f} s of the search")
 
 
@@ -235,6 +279,8 @@ def main() -> None:
     parser.add_argument("--devices", default=",".join(DEVICES))
     parser.add_argument("--from", dest="measure_from", default="widest", choices=("base", "widest"),
                         help="the uniform trial that measures the sensitivity (the strategy's `from`)")
+    parser.add_argument("--rest", choices=("base", "widest"), default=None,
+                        help="the mixed points' scheme (the strategy's `rest`; default: --from's)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="np-bench-mixed-"))
     os.environ["NP_CACHE_DIR"] = str(root / "cache")
@@ -246,7 +292,7 @@ def main() -> None:
     for model in args.models.split(","):
         for device in args.devices.split(","):
             project = _project(root / "ws", root / "models.py", model, device, args.samples)
-            wall, record, failed = _sweep(project, args.points, args.measure_from)
+            wall, record, failed = _sweep(project, args.points, args.measure_from, args.rest or args.measure_from)
             points = _points(record)
             done, above = _verdict(points)
             print(f"\n{model} on {device}: search {wall:.0f} s ({len(points)} trials){'; np sweep failed' if failed else ''}")

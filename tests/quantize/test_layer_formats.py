@@ -90,7 +90,13 @@ def _tiny_graph() -> list[NodeKey]:
     ('      "features.0": W8-A8_dynamic\n', "alif_e8", "R036", "steps[0].graph_quantize[0].layers.features.0",
      "Formats for ethos-u: W8-A8, W8-A16, float"),
     ("      - features.0\n", "raspberry_pi_5", "R034", "steps[0].graph_quantize[0].layers", "Example:"),
-], ids=["unknown-format", "format-the-device-lacks", "not-a-mapping"])
+    ('      "<inptu>": W8-A16\n', "corstone_300", "R045", "steps[0].graph_quantize[0].layers.<inptu>",
+     "Did you mean '<input>'?"),
+    ('      "<output>": float\n', "alif_e8", "R045", "steps[0].graph_quantize[0].layers.<output>",
+     "Give that layer float instead"),
+    ('      "<input>": W8-A8_dynamic\n', "raspberry_pi_5", "R045", "steps[0].graph_quantize[0].layers.<input>",
+     "Give that layer the format instead"),
+], ids=["unknown-format", "format-the-device-lacks", "not-a-mapping", "misspelt-io", "float-io", "io-on-xnnpack"])
 def test_bad_layers_entry_is_a_line_with_a_hint(tmp_path: Path, layers: str, device: str, code: str, location: str,
                                                 says: str) -> None:
     config, issues = _check(tmp_path, _run_yaml("W8-A8", layers), device)
@@ -168,6 +174,58 @@ def test_last_matching_pattern_wins_then_keep_float_then_the_backend_limit() -> 
     assert formats.unmatched([conv, inner, matmul]) == ["block*.fc"]
     u85 = LayerFormats("W8-A16", limit=ethos_u_format_limit, target="ethos-u85-256")
     assert u85.choice(matmul).format == "W8-A16"
+
+
+def _tiny_program() -> Any:
+    import torch
+
+    namespace: dict[str, Any] = {}
+    exec(MODEL, namespace)  # noqa: S102 - the test's own model source
+    model, example = namespace["build_mlp"]()
+    return torch.export.export(model, example), example
+
+
+def test_the_model_input_and_output_take_the_format_their_reserved_name_gives() -> None:
+    """`<input>` and `<output>` are the program's user inputs and its output node: their own keys (the weights are
+    not inputs), `*` covers them as before, an exact name overrides it, and job.json's rows name them on Ethos-U."""
+    from np_optimizer.config.layer_formats import step_formats
+    from np_optimizer.quantize.layer_formats import INPUT, OUTPUT, program_keys
+    from np_optimizer.quantize.pt2e import format_rows
+
+    program, _example = _tiny_program()
+    keys = program_keys(program)
+    assert (keys[0].paths, keys[0].op, keys[-1].paths) == ((INPUT,), "placeholder", (OUTPUT,))
+    assert sum(k.paths == (INPUT,) for k in keys) == 1  # one user input; the weights are not inputs
+    formats, issues, _moved = step_formats("W8-A8", (("*", "W8-A16"), (INPUT, "W8-A8")), keys, get_device("alif_e8"))
+    assert formats is not None and issues == []
+    assert formats.choice(keys[0]).why == "layers: '<input>'" and formats.choice(keys[-1]).format == "W8-A16"
+    rows = format_rows(formats, program, frozenset(), io=True)
+    assert [(r["module"], r["format"]) for r in rows] == [(INPUT, "W8-A8"), ("fc1", "W8-A16"), ("fc2", "W8-A16"),
+                                                          ("head", "W8-A16"), (OUTPUT, "W8-A16")]
+    assert [r["module"] for r in format_rows(formats, program, frozenset())] == ["fc1", "fc2", "head"]  # XNNPACK
+    # an input given the scheme's format is still a mix for the quantizer only when it differs from the scheme
+    assert step_formats("W8-A8", ((INPUT, "W8-A8"),), keys, get_device("alif_e8"))[0] is not None
+    assert formats.unmatched(keys) == []
+
+
+def test_an_int16_input_is_quantized_in_int16_before_an_int8_layer_reads_it() -> None:
+    """The Arm quantizer annotates the placeholder itself: without `<input>` an int16 first layer reads an input
+    first rounded to int8 (the scheme's), with it the input's own quantize is int16."""
+    from np_optimizer.quantize.layer_formats import INPUT
+    from np_optimizer.quantize.pt2e import quantize_program
+
+    program, example = _tiny_program()
+
+    def input_dtype(layers: tuple[tuple[str, str], ...]) -> str:  # the dtype of the input's own quantize
+        formats = LayerFormats("W8-A8", layers, target="ethos-u85-256")
+        quantized = quantize_program(program, backend="ethos-u", scheme="W8-A8", target="ethos-u85-256",
+                                     calibration=[example], formats=formats)
+        (x,) = [n for n in quantized.graph.nodes if n.op == "placeholder" and n.name in
+                quantized.graph_signature.user_inputs]
+        (first,) = x.users
+        return str(first.args[-1])
+
+    assert input_dtype((("fc1", "W8-A16"), (INPUT, "W8-A16"))) == "torch.int16"  # without `<input>`: int8
 
 
 # -- on the target's tools --------------------------------------------------------------------------------------------

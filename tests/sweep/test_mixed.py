@@ -4,6 +4,7 @@ from and the front's figures are the trials' own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from np_optimizer.config.sweep import Strategy, validate_sweep
 from np_optimizer.sweep.mixed import MixedPoint, apply_point, ordered_moves, plan_points, spread, uniform_points
 from tests.helpers import sensitive_model_source
 
-STRATEGY = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=2)
+STRATEGY = Strategy("mixed", candidates=("W8-A8", "W8-A16"), budget="latency", points=2, measure_from="base")
 
 
 def _cell(loss: float, cost: float | None) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def test_the_plan_takes_the_first_k_moves_by_gain_per_cycle_with_both_uniform_po
 def test_a_size_budget_prices_moves_by_weight_bytes() -> None:
     # W8-A16 keeps int8 weights: every move is free in size, so the order is by gain alone
     assert [m["module"] for m in ordered_moves(_doc(), "size", STRATEGY)] == ["conv1", "conv2", "fc"]
-    floats = Strategy("mixed", candidates=("W8-A8", "float"), budget="size", points=8)
+    floats = Strategy("mixed", candidates=("W8-A8", "float"), budget="size", points=8, measure_from="base")
     doc = _doc()
     for layer in doc["layers"]:
         layer["formats"]["float"] = layer["formats"].pop("W8-A16")
@@ -72,7 +73,8 @@ def test_a_layer_without_a_cost_moves_after_the_priced_ones_by_gain() -> None:
 
 def test_the_spread_and_a_file_of_other_formats() -> None:
     assert spread(3, 8) == [1, 2, 3] and spread(10, 4) == [2, 5, 8, 10] and spread(0, 4) == []
-    points, why = plan_points(_doc(), Strategy("mixed", candidates=("W8-A8", "float"), budget="latency", points=2))
+    points, why = plan_points(_doc(), Strategy("mixed", candidates=("W8-A8", "float"), budget="latency", points=2,
+                                               measure_from="base"))
     assert points == [] and "W8-A16" in str(why)
 
 
@@ -98,6 +100,28 @@ def test_from_widest_a_move_gains_what_the_layer_loses_when_it_alone_drops_to_th
     assert params == {"scheme": "W8-A8"}
 
 
+def test_the_model_input_is_a_move_like_a_layer_and_widest_is_the_default() -> None:
+    """On Ethos-U the file also measures `<input>` and `<output>` (no row in Vela's table: cost 0 in each format).
+    From the widest (the default), the input that loses most in int8 moves first, for free; the points drop what
+    was not moved, the input included, as graph_quantize `layers:` names it."""
+    config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", "    points: 8\n")))
+    assert config is not None and issues == [] and config.strategy.measure_from == "widest"
+    doc = {"base": "W8-A16", "formats": ["W8-A16", "W8-A8"], "moves": [], "cost": {"unit": "cycles"},
+           "layers": [{"module": m, "params": 0, "formats": {"W8-A16": _cell(0.0, wide), "W8-A8": _cell(loss, cost)}}
+                      for m, wide, loss, cost in (("<input>", 0.0, -11.0, 0.0), ("embed", 300, -9.0, 100),
+                                                  ("head", 90, -0.1, 50), ("<output>", 0.0, 0.0, 0.0))]}
+    points, why = plan_points(doc, config.strategy)
+    assert why is None and [p.moves for p in points] == [1, 2, 3]  # `<output>` gains nothing: never moved up
+    assert points[0].layers == {"embed": "W8-A8", "head": "W8-A8", "<output>": "W8-A8"} and points[0].scheme == "W8-A16"
+    assert points[0].predicted_extra_cost == 0 and points[1].predicted_extra_cost == 200
+    assert points[2].layers == {"<output>": "W8-A8"} and points[2].predicted_snr_gain_db == 20.1
+    # `rest: base`: the same moves over the base scheme, what no move names (softmax, adds) in int8
+    over_base, _why = plan_points(doc, dataclasses.replace(config.strategy, rest="base"))
+    assert [(p.scheme, p.layers) for p in over_base] == [
+        ("W8-A8", {"<input>": "W8-A16"}), ("W8-A8", {"<input>": "W8-A16", "embed": "W8-A16"}),
+        ("W8-A8", {"<input>": "W8-A16", "embed": "W8-A16", "head": "W8-A16"})]
+
+
 def test_a_point_sets_the_step_and_only_the_first_measures_sensitivity() -> None:
     first, widest = uniform_points(STRATEGY)
     params: dict[str, Any] = {"scheme": "W8-A16", "layers": {"x": "float"}, "keep_float": ["y"]}
@@ -121,6 +145,7 @@ SWEEP = 'version: "1.0"\nobjectives: [{latency: min}, {snr: max}]\nstrategy:\n  
     ("    point: 4\n", "S044", "strategy.mixed.point", "points"),
     ("    - W8-A8\n", "S044", "strategy.mixed", "candidates: [W8-A8, W8-A16]"),
     ("    from: wides\n", "S048", "strategy.mixed.from", "Did you mean 'widest'?"),
+    ("    rest: bas\n", "S049", "strategy.mixed.rest", "Did you mean 'base'?"),
 ])
 def test_each_bad_mixed_block_is_one_issue_at_its_place(body: str, code: str, location: str, hint: str) -> None:
     config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", body)))
@@ -172,7 +197,8 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
                        detail_yaml="detail:\n  graph_quantize[0]:\n    calibration:\n      num_samples: 2\n")
     project = exp.parent
     (project / "sweep.yaml").write_text('version: "1.0"\nmethod: mlia\nobjectives: [{latency: min}, {snr: max}]\n'
-                                        'strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 2}}\n')
+                                        'strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 2, '
+                                        'from: base}}\n')
     plan = run_np("sweep", "--dry-run", "--json", cwd=project).json  # the two uniform trials, each run.yaml checked
     assert (plan["strategy"], plan["budget"]) == ("mixed", 4) and [(t["params"], t["problems"]) for t in plan[
         "trials"]] == [({"mixed.scheme": f, "mixed.moves": 0}, []) for f in ("W8-A8", "W8-A16")]
@@ -194,7 +220,8 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
         assert job["parameters"]["scheme"] == ("W8-A8" if label == "mixed" else label)
         if k:  # job.json names each layer's format: the moved ones in theirs, the rest in the base scheme's
             got = {row["module"]: row["format"] for row in job["changes"]["layer_formats"]["by_layer"]}
-            assert got == {m: dict(moves[:k]).get(m, "W8-A8") for m in ("fc1", "cancel", "head")}, (k, got)
+            modules = ("<input>", "fc1", "cancel", "head", "<output>")  # Ethos-U: the model's input and output too
+            assert got == {m: dict(moves[:k]).get(m, "W8-A8") for m in modules}, (k, got)
         # the front's figures are the trial's own estimate and SNR, not a sum of predictions
         steps = run_np("report", "--json", cwd=project / trial["experiment"]).json["pipeline"]["steps"]
         own = {m["metric_type"]: m["value"] for m in steps[-1]["metrics"]}

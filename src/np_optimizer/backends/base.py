@@ -99,6 +99,9 @@ class Backend(Record):
     # backend has none), and what its compiler refuses in a format, said before anything compiles.
     mixed: MixedBuilder | None = None
     format_limit: FormatLimit | None = None
+    # Its quantizer gives the model's inputs and output their own format (`layers:`'s `<input>` and `<output>`); else
+    # an input is quantized in the format of the layer that reads it, and the two names are refused (R045).
+    io_formats: bool = False
     # graph_optimize's target rewrites (graph/rewrites/'s names) for patterns its partitioner refuses: the step runs
     # these on a device of this backend, each given the device's target profile.
     rewrites: tuple[str, ...] = ()

@@ -298,7 +298,9 @@ def _quantizer(a16: bool) -> QuantizerBuilder:
 def _mixed_quantizer(target: str | None, scheme: str, node_format: NodeFormat) -> Any:
     """One EthosUQuantizer giving each node its format: the scheme's config globally, then a node finder per other
     format (disjoint sets, so the V2 quantizer's "most recent wins" never has to choose). An int8/int16 boundary
-    becomes a TOSA RESCALE inside the NPU partition."""
+    becomes a TOSA RESCALE inside the NPU partition. The model's inputs (placeholders) and output node are nodes
+    like the others: node_format gives them `<input>`'s and `<output>`'s format, as the quantizer's own set_io
+    would (its InputNodeFinder and OutputNodeFinder find the same nodes)."""
     from executorch.backends.arm import (
         EthosUCompileSpec,
         EthosUQuantizer,
@@ -371,5 +373,6 @@ ETHOS_U = register_backend(Backend(
     no_reason="left on the CPU by the Arm partitioner ({op}; it gave no reason)",
     mixed=_mixed_quantizer,
     format_limit=ethos_u_format_limit,
+    io_formats=True,  # the Arm quantizer annotates placeholders and the output node themselves (its set_io)
     notes="Programs run only on the NPU's firmware; np estimates them with MLIA.",
 ))

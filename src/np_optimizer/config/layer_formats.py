@@ -3,8 +3,11 @@
     layers:
       "features.0": W8-A16     # R035 unknown format, R036 a format the device lacks
       "classifier": float
+      "<input>": W8-A16        # the model's inputs (and "<output>" its output): R045 where the backend cannot
 
-Without the model: the mapping's shape and each format (parse_layers). With the model's graph (np validate loads it;
+Without the model: the mapping's shape, each format, and the reserved names `<input>` and `<output>` (parse_layers:
+a misspelt one, float for one, or either on a backend whose quantizer gives the model's inputs no format of their
+own, is R045). With the model's graph (np validate loads it;
 graph_quantize checks its own input program again before quantizing): a pattern that matches no module (R037, a
 warning naming the nearest module paths) and a format the device's compiler refuses for a layer a pattern names
 (R038, an error: int16 matmuls on Ethos-U55). No torch here.
@@ -19,7 +22,7 @@ from np_optimizer.backends import all_scheme_names
 from np_optimizer.backends.base import FLOAT
 from np_optimizer.config.issues import L_DEVICE, L_REFERENCE, L_SCHEMA, ValidationIssue, did_you_mean
 from np_optimizer.config.parsing import issue, match
-from np_optimizer.quantize.layer_formats import LayerFormats, NodeKey, nearest_paths
+from np_optimizer.quantize.layer_formats import IO_PATHS, LayerFormats, NodeKey, nearest_paths
 
 if TYPE_CHECKING:
     from np_optimizer.devices import Device
@@ -50,6 +53,8 @@ def parse_layers(raw: Any, loc: str, device: Device | None,
     for pattern, value in raw.items():
         where = f"{loc}.{pattern}"
         fmt = match(value, known)
+        if pattern.strip().startswith("<") and _io_issue(pattern.strip(), fmt, where, device, issues):
+            continue
         if fmt is None:
             issues.append(issue("R035", L_SCHEMA, where, f"layers: {pattern!r} asks for format {value!r}, which no "
                                 "backend has.", did_you_mean(str(value), device_formats(device) if device else known)))
@@ -61,6 +66,25 @@ def parse_layers(raw: Any, loc: str, device: Device | None,
             continue
         out.append((pattern.strip(), fmt))
     return tuple(out)
+
+
+def _io_issue(name: str, fmt: str | None, where: str, device: Device | None,
+              issues: list[ValidationIssue]) -> bool:
+    """R045 for a reserved name the step cannot honour: misspelt, float, or on a backend without io formats."""
+    said = ""
+    if name not in IO_PATHS:
+        said, hint = f"layers: {name!r} is no module path and no reserved name.", did_you_mean(name, IO_PATHS)
+    elif fmt == FLOAT:
+        said = (f"layers: {name!r} cannot be float: the layer that reads the model's input (or writes its output) "
+                "quantizes it in its own format all the same.")
+        hint = "Give that layer float instead, or give the input a quantized format (W8-A8, W8-A16)."
+    elif device is not None and not device.backend_spec.io_formats:
+        said = (f"layers: {name!r} asks a format for the model's {name.strip('<>')}, which the {device.backend} "
+                "backend cannot give: its quantizer quantizes it in the format of the layer that reads (or writes) it.")
+        hint = "Give that layer the format instead (np report --layers names it)."
+    if said:
+        issues.append(issue("R045", L_DEVICE if name in IO_PATHS and fmt != FLOAT else L_SCHEMA, where, said, hint))
+    return bool(said)
 
 
 def parse_sensitivity(raw: Any, loc: str, device: Device | None, issues: list[ValidationIssue]) -> tuple[str, ...]:

@@ -97,7 +97,8 @@ class Strategy:
     candidates: tuple[str, ...] = ()  # mixed: the formats a layer may take, the base first (sweep/mixed.py)
     budget: str | None = None  # mixed: what a move costs, latency or size
     points: int = 0  # mixed: how many mixed trials along the greedy order (the uniform points come on top)
-    measure_from: str = "base"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (base|widest)
+    measure_from: str = "widest"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (widest|base)
+    rest: str | None = None  # mixed: the points' scheme, the format of what no move names (widest|base; None: from's)
 
     @property
     def fixed_space(self) -> bool:
@@ -275,8 +276,9 @@ def _strategy(raw: Any, issues: list[ValidationIssue]) -> Strategy:
     if isinstance(raw, dict) and set(raw) == {"mixed"}:
         from np_optimizer.config.sweep_mixed import mixed_strategy
 
-        candidates, budget, points, measure_from = mixed_strategy(raw["mixed"], issues)
-        return Strategy("mixed", candidates=candidates, budget=budget, points=points, measure_from=measure_from)
+        candidates, budget, points, measure_from, rest = mixed_strategy(raw["mixed"], issues)
+        return Strategy("mixed", candidates=candidates, budget=budget, points=points, measure_from=measure_from,
+                        rest=rest)
     name = next(iter(raw), None) if isinstance(raw, dict) and len(raw) == 1 else raw
     issues.append(issue("S040", L_SCHEMA, "strategy", f"Unknown strategy {raw!r}.",
                         (did_you_mean(str(name), _STRATEGIES) + " " if isinstance(name, str) else "") +

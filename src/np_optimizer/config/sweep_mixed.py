@@ -6,7 +6,8 @@ with the nearest valid name). What the strategy does is in np_optimizer.sweep.mi
         candidates: [W8-A8, W8-A16]   # the formats a layer may take: the base first, the widest last
         budget: latency               # what a move costs: latency (the target's per-layer cycles or times) or size
         points: 8                     # mixed trials along the greedy order of moves (the two uniform ones on top)
-        from: base                    # the uniform trial that measures the sensitivity: base or widest
+        from: widest                  # the uniform trial that measures the sensitivity: widest (default) or base
+        rest: widest                  # the format of what no move names (adds, softmax, pools): default `from`'s
 
 The formats are checked against every backend's schemes (and float) here; that the project's device has them is
 checked with each trial's run.yaml, as for any sweep value.
@@ -27,22 +28,23 @@ __all__ = ["mixed_strategy", "MIXED_BUDGETS", "MIXED_FROM", "MIXED_DEFAULT", "SC
 SCHEME, MOVES, MIXED = "mixed.scheme", "mixed.moves", "mixed"
 
 MIXED_BUDGETS = ("latency", "size")
-MIXED_FROM = ("base", "widest")
+MIXED_FROM = ("widest", "base")  # the first is the default
 MIXED_DEFAULT: tuple[tuple[str, ...], str, int] = (("W8-A8", "W8-A16"), "latency", 8)
-_OPTIONS = ("candidates", "budget", "points", "from")
+_OPTIONS = ("candidates", "budget", "points", "from", "rest")
 _EXAMPLE = "Example: `strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8}}`."
 
 
-def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, ...], str, int, str]:
-    """(candidates, budget, points, from) of the block, the defaults where one is missing; issues for each mistake."""
+def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, ...], str, int, str, str]:
+    """(candidates, budget, points, from, rest) of the block, the defaults where one is missing (rest: from's);
+    issues for each mistake."""
     loc = "strategy.mixed"
     candidates, budget, points = MIXED_DEFAULT
     if raw is None:
-        return candidates, budget, points, "base"
+        return candidates, budget, points, MIXED_FROM[0], MIXED_FROM[0]
     if not isinstance(raw, dict):
         issues.append(issue("S044", L_SCHEMA, loc, f"mixed takes a mapping of {', '.join(_OPTIONS)}, got {raw!r}.",
                             _EXAMPLE))
-        return candidates, budget, points, "base"
+        return candidates, budget, points, MIXED_FROM[0], MIXED_FROM[0]
     for key in raw:
         if key not in _OPTIONS:
             issues.append(issue("S044", L_SCHEMA, f"{loc}.{key}", f"mixed has no option '{key}'.",
@@ -58,13 +60,18 @@ def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, 
         issues.append(issue("S046", L_SCHEMA, f"{loc}.points", f"points is how many mixed trials to run (1 to 64), "
                             f"got {points!r}.", "Example: `points: 8` (the two uniform trials come on top)."))
         points = 1
-    measure_from = raw.get("from", "base")
+    measure_from = raw.get("from", MIXED_FROM[0])
     if measure_from not in MIXED_FROM:
         issues.append(issue("S048", L_SCHEMA, f"{loc}.from", f"from is the uniform trial that measures the "
-                            f"sensitivity, base or widest; got {measure_from!r}.",
+                            f"sensitivity, widest or base; got {measure_from!r}.",
                             did_you_mean(str(measure_from), MIXED_FROM)))
-        measure_from = "base"
-    return candidates, str(budget), points, str(measure_from)
+        measure_from = MIXED_FROM[0]
+    rest = raw.get("rest", measure_from)
+    if rest not in MIXED_FROM:
+        issues.append(issue("S049", L_SCHEMA, f"{loc}.rest", f"rest is the format of the ops no move names (the "
+                            f"points' scheme), widest or base; got {rest!r}.", did_you_mean(str(rest), MIXED_FROM)))
+        rest = measure_from
+    return candidates, str(budget), points, str(measure_from), str(rest)
 
 
 def _candidates(raw: Any, loc: str, issues: list[ValidationIssue]) -> tuple[str, ...]:

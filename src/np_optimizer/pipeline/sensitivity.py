@@ -41,6 +41,7 @@ from np_optimizer.backends.base import FLOAT
 from np_optimizer.config.layer_formats import SENSITIVITY_AUTO
 from np_optimizer.files import write_json
 from np_optimizer.layers.files import SENSITIVITY_FILE
+from np_optimizer.quantize.layer_formats import IO_PATHS
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -141,7 +142,7 @@ def _loss_order(cells: dict[str, dict[str, Any]]) -> float:
 def _per_layer(ctx: StepContext, q: _Quantizer, formats: tuple[str, ...]
                ) -> tuple[float, dict[str, dict[str, dict[str, Any]]], ExportedProgram]:
     """The base model's SNR, each (layer, format)'s SNR and loss, and the base model."""
-    from np_optimizer.quantize.layer_formats import program_keys
+    from np_optimizer.quantize.layer_formats import INPUT, OUTPUT, program_keys
     from np_optimizer.quantize.pt2e import weighted_layers
 
     base, others = formats[0], formats[1:]
@@ -150,6 +151,8 @@ def _per_layer(ctx: StepContext, q: _Quantizer, formats: tuple[str, ...]
     base_snr = q.snr(base_program)
     keys = program_keys(ctx.program)
     modules = [m for m in dict.fromkeys(m for _n, m in weighted_layers(ctx.program)) if m not in q.always_float]
+    if ctx.run.device.backend_spec.io_formats:  # the model's input and output, measured as a layer is
+        modules = [INPUT, *modules, OUTPUT]
     rows: dict[str, dict[str, dict[str, Any]]] = {m: {base: {"snr_db": _db(base_snr), "snr_loss_db": 0.0}}
                                                   for m in modules}
     for index, module in enumerate(modules, 1):
@@ -195,9 +198,11 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
     costs, cost_about, warnings = _costs(ctx, uniform)
     for module, by_format in rows.items():
         for fmt, cell in by_format.items():
-            cell["cost"] = costs.get(fmt, {}).get(module)
+            # the model's input and output have no row of their own in a per-layer table: their cost is in the rows
+            # of the layers reading and writing them (and the CPU's quantize, outside the NPU's estimate)
+            cell["cost"] = (0.0 if fmt in costs else None) if module in IO_PATHS else costs.get(fmt, {}).get(module)
     ranked = sorted(rows.items(), key=lambda item: -_loss_order(item[1]))
-    params = layer_params(ctx.program)
+    params = {**layer_params(ctx.program), **dict.fromkeys(IO_PATHS, 0)}
     seconds = {"snr": round(snr_seconds, 2), "total": round(time.perf_counter() - start, 2)}
     document = {"schema_version": 1, "checkpoint": "GRAPH_QUANTIZE", "device": device.name, "base": formats[0],
                 "formats": list(formats), "base_snr_db": _db(base_snr),

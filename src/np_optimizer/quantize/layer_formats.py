@@ -11,6 +11,12 @@ per-module configs; keep_float (and the layers advanced_quantize made) win over 
 limits (Backend.format_limit: int16 matmuls on Ethos-U55) come last: a layer that got the refused format from the
 step's scheme gets the limit's format and its reason; one a pattern asked for it is refused (`refused`), so the user
 hears it before anything compiles. Pure: no torch at import, so validation uses it too (nodes as NodeKeys).
+
+The model's inputs and outputs have the reserved paths `<input>` (every user input of the program) and `<output>`
+(the program's output node): a pattern of that exact name gives them a format, as `*` does. On Ethos-U the Arm
+quantizer quantizes an input in its own format (an annotated placeholder), not its reader's: without `<input>` it is
+the scheme's, so an int16 first layer still reads an input rounded to int8 (backends whose quantizer has no such
+annotation refuse the two names: config/layer_formats.py, R045).
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from np_optimizer.backends.base import FLOAT, FormatLimit
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
-__all__ = ["FLOAT", "NodeKey", "Choice", "LayerFormats", "node_key", "program_keys", "pattern_matches",
-           "nearest_paths", "FormatLimit"]
+__all__ = ["FLOAT", "INPUT", "OUTPUT", "IO_PATHS", "NodeKey", "Choice", "LayerFormats", "node_key", "program_keys",
+           "pattern_matches", "nearest_paths", "FormatLimit"]
 
+INPUT, OUTPUT = "<input>", "<output>"  # the model's inputs and its output, as `layers:` names them
+IO_PATHS = (INPUT, OUTPUT)
 
 
 @dataclass(frozen=True)
@@ -55,14 +63,20 @@ def _strip(path: str) -> str:
 
 
 def node_key(node: Any) -> NodeKey:
+    """A graph node's key. A placeholder is a user input here: the quantizers see program.module(), where the weights
+    are get_attr nodes."""
+    if node.op in ("placeholder", "output"):
+        return NodeKey((INPUT if node.op == "placeholder" else OUTPUT,), str(node.op), str(node.name))
     stack = node.meta.get("nn_module_stack") or {}
     paths = tuple(p for p in (_strip(str(path)) for path, _ in stack.values()) if p)
     return NodeKey(paths or ("",), str(node.target), str(node.name))
 
 
 def program_keys(program: ExportedProgram) -> list[NodeKey]:
-    """The keys of a program's operator nodes, in graph order."""
-    return [node_key(n) for n in program.graph.nodes if n.op == "call_function"]
+    """The keys of a program's user inputs, operator nodes and output, in graph order."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    return [node_key(n) for n in program.graph.nodes
+            if n.op in ("call_function", "output") or (n.op == "placeholder" and n.name in user_inputs)]
 
 
 def pattern_matches(pattern: str, path: str) -> bool:

@@ -254,17 +254,23 @@ def quantized_layers(program: ExportedProgram) -> list[dict[str, str]]:
     return rows
 
 
-def format_rows(formats: LayerFormats, program: ExportedProgram, float_modules: frozenset[str]
+def format_rows(formats: LayerFormats, program: ExportedProgram, float_modules: frozenset[str], io: bool = False
                 ) -> list[dict[str, Any]]:
     """For job.json: each conv/linear-like node, embedding and any node a backend limit moved, in graph order, with
-    the format it was given and why (a `layers:` pattern, the scheme, keep_float or the backend's limit)."""
+    the format it was given and why (a `layers:` pattern, the scheme, keep_float or the backend's limit); with `io`
+    (a backend whose quantizer gives them their own format) the model's inputs first and its output last, as
+    modules `<input>` and `<output>`."""
     kept = LayerFormats(formats.scheme, formats.layers, float_modules, formats.limit, formats.target)
+    user_inputs = set(program.graph_signature.user_inputs)
     rows = []
     for node in program.graph.nodes:
-        if node.op != "call_function":
+        is_io = node.op == "output" or (node.op == "placeholder" and node.name in user_inputs)
+        if not (node.op == "call_function" or (io and is_io)):
             continue
-        choice = kept.choice(node_key(node))
-        if is_weighted(node) or choice.limited:
-            rows.append({"module": module_path(node), "node": node.name, "op": str(node.target),
-                         "format": choice.format, "why": choice.why})
+        key = node_key(node)
+        choice = kept.choice(key)
+        if is_io or is_weighted(node) or choice.limited:
+            rows.append({"module": module_path(node) if not is_io else key.paths[0], "node": node.name,
+                         "op": str(node.target) if not is_io else node.op, "format": choice.format,
+                         "why": choice.why})
     return rows

@@ -1,21 +1,27 @@
 """The mixed strategy: per-layer formats chosen greedily from measured sensitivity and cost, each point a real trial.
 
-    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8, from: base}}
+    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8, from: widest, rest: widest}}
 
 1. The first two trials are uniform: in the base candidate (the first) and in the widest (the last). One of them
    also asks graph_quantize for its `sensitivity:` (pipeline/sensitivity.py: each weighted layer's SNR loss and cost
-   per format, from the target's own tool): the base one (`from: base`, the default: what a layer gains alone in
-   the wider format, among base neighbours) or the widest one (`from: widest`: what a layer loses alone in the base
-   format, among wide neighbours, as AIMET's AMP measures). A base experiment that ran the same step gives it from
-   the step cache.
+   per format, from the target's own tool; on Ethos-U also the model's `<input>` and `<output>`, measured as a layer
+   is): the widest one (`from: widest`, the default: what a layer loses alone in the base format, among wide
+   neighbours, as AIMET's AMP measures) or the base one (`from: base`: what a layer gains alone in the wider format,
+   among base neighbours; on the bench's three models no layer gained anything that way, a lone int16 layer's output
+   rounded to int8 again at the next layer's input, so no mixed trial was planned). A base experiment that ran the
+   same step gives it from the step cache.
 2. From that file, the per-layer moves out of the base format in greedy order, SNR gained per unit of extra cost:
    `budget: latency` prices them by the target's figures (Vela's cycles on Ethos-U, traced times for XNNPACK; from
-   the base, the file's own `moves`), `budget: size` by the layer's weight bytes in each format.
+   the base, the file's own `moves`), `budget: size` by the layer's weight bytes in each format. `<input>` and
+   `<output>` cost 0 in both (no row of their own in the target's table: their cost shows in their readers' and
+   writers' rows), so they move first when they gain SNR.
 3. One trial per point k along that order (the first k moves as graph_quantize `layers:`), k spread over the
-   moves: from the base, over the base scheme; from the widest, the widest scheme with the layers not moved up
-   dropped to the base (the ops outside weighted layers, as adds, pools, the model's input and output, then keep the
-   widest format: on sample_npu's CNN they, not the convolutions, held the SNR W8-A16 adds). Each trial is a run.yaml np runs and profiles like any other: the figures on the front are
-   the compiled program's, never the sum of the per-layer predictions (the predictions are kept in the trial's note).
+   moves, over the scheme `rest:` names (by default `from:`'s): the base scheme with the k layers moved, or the
+   widest scheme with the layers not moved dropped to the base (the ops outside weighted layers, as adds, softmax
+   and pools, then keep the widest format: on sample_npu's CNN they, not the convolutions, held the SNR W8-A16 adds;
+   on the bench's transformer their int16 cycles kept every point near W8-A16's latency: `rest: base` there). Each trial is a run.yaml np runs and
+   profiles like any other: the figures on the front are the compiled program's, never the sum of the per-layer
+   predictions (the predictions are kept in the trial's note).
 
 Trial params: `mixed.scheme` (a candidate for a uniform trial, `mixed` otherwise) and `mixed.moves` (k). Pure but
 for read_plan, which reads the measuring trial's file.
@@ -78,7 +84,7 @@ def uniform_points(strategy: Strategy) -> list[MixedPoint]:
 
 
 def measuring_point(strategy: Strategy) -> MixedPoint:
-    """The uniform trial that also measures the sensitivity: the base one (`from: base`) or the widest one."""
+    """The uniform trial that also measures the sensitivity: the widest one (`from: widest`) or the base one."""
     first, widest = uniform_points(strategy)
     return widest if strategy.measure_from == "widest" else first
 
@@ -185,8 +191,8 @@ def plan_points(doc: dict[str, Any], strategy: Strategy) -> tuple[list[MixedPoin
     out = []
     for k in spread(len(moves), strategy.points):
         taken = {str(m["module"]): str(m["format"]) for m in moves[:k]}
-        if strategy.measure_from == "widest":  # the widest scheme, the layers not moved up dropped to the base
-            point = MixedPoint(widest, k, {m: base for m in weighted if m not in taken})
+        if (strategy.rest or strategy.measure_from) == "widest":  # the widest scheme, the rest set layer by layer
+            point = MixedPoint(widest, k, {m: fmt for m in weighted if (fmt := taken.get(m, base)) != widest})
         else:
             point = MixedPoint(base, k, taken)
         if point.layers:  # every layer moved up from the widest scheme: the uniform widest trial already

@@ -237,7 +237,8 @@ def _formats_record(ctx: StepContext, config: GraphQuantizeConfig, formats: Laye
     from np_optimizer.quantize.pt2e import format_rows
 
     return {"layer_formats": {"layers": [list(pair) for pair in config.layers],
-                              "by_layer": format_rows(formats, ctx.program, always_float)}}
+                              "by_layer": format_rows(formats, ctx.program, always_float,
+                                                       io=ctx.run.device.backend_spec.io_formats)}}
 
 
 def _quantizer(ctx: StepContext, config: GraphQuantizeConfig, samples: list[Any], always_float: frozenset[str],
