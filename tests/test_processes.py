@@ -150,3 +150,26 @@ def test_a_ctrl_c_inside_a_deferred_fork_is_raised_once_after_it() -> None:
     done = subprocess.run([sys.executable, "-c", _CTRL_C_IN_A_FORK], capture_output=True, text=True, timeout=60,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.stdout.splitlines() == ["the block ended", "KeyboardInterrupt", "handler restored"], done.stderr
+
+
+def test_an_owned_temp_folder_clears_those_of_processes_that_are_gone(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed np never removes its temp folder (np-measure-script-*, np-warm-*): the next one to make such a folder
+    removes those whose process is gone, and keeps those of live processes."""
+    import tempfile
+
+    from np_optimizer.files import owned_temp_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"np-test-owned-{gone.pid}-abc"
+    live = tmp_path / f"np-test-owned-{os.getppid()}-def"
+    other = tmp_path / "np-test-owned-notapid-ghi"
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "file").write_text("x")
+    made = owned_temp_dir("np-test-owned-")
+    assert made.is_dir() and made.parent == tmp_path and made.name.startswith(f"np-test-owned-{os.getpid()}-")
+    assert not dead.exists() and live.is_dir() and other.is_dir()
+    assert owned_temp_dir("np-test-owned-") != made and made.is_dir()  # this process's own are kept

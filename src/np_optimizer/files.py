@@ -20,7 +20,7 @@ from typing import Any
 
 from np_optimizer.errors import ConfigError
 
-__all__ = ["cache_root", "remove_path", "sha256_file", "link_or_copy", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
+__all__ = ["cache_root", "owned_temp_dir", "remove_path", "sha256_file", "link_or_copy", "write_json", "write_text", "write_bytes", "read_json", "update_json", "file_lock", "fsync_dir",
            "CorruptFileError"]
 
 
@@ -31,6 +31,23 @@ class CorruptFileError(ValueError):
         super().__init__(f"{path} {reason}")
         self.path = path
         self.reason = reason
+
+
+def owned_temp_dir(prefix: str) -> Path:
+    """A new folder in the system's temp folder named `<prefix><pid>-<random>`, after removing the folders of this
+    prefix whose process is gone: its owner removes it at exit, but a process killed (kill -9, a crash) never does,
+    and each such run used to leave one behind. A folder whose pid a live process reuses stays, harmlessly."""
+    import shutil
+    import tempfile
+
+    from np_optimizer.processes import pid_alive
+
+    with contextlib.suppress(OSError):
+        for old in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+            owner = old.name[len(prefix):].split("-", 1)[0]
+            if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
+                shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 
 
 def cache_root() -> Path:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import json
 import shutil
-import tempfile
 import threading
 import zipapp
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from np_optimizer.errors import CODES, EXIT_NETWORK, DeviceUnreachableError, MeasureError
+from np_optimizer.files import owned_temp_dir
 
 __all__ = ["Measurement", "measure_failure", "MeasureOptions", "script_archive", "script_args", "failure_from_doc",
            "parse_document", "ARCHIVE_NAME"]
@@ -83,7 +83,7 @@ def script_archive() -> Path:
     global _archive
     with _archive_lock:
         if _archive is None or not _archive.is_file():  # a temp cleaner may have removed it
-            folder = Path(tempfile.mkdtemp(prefix="np-measure-script-"))
+            folder = owned_temp_dir("np-measure-script-")
             atexit.register(shutil.rmtree, folder, ignore_errors=True)
             target = folder / ARCHIVE_NAME
             zipapp.create_archive(Path(__file__).parent, target, main=f"{_SCRIPT_PACKAGE}.__main__:run",

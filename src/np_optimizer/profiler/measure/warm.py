@@ -23,10 +23,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from np_optimizer.files import owned_temp_dir
 from np_optimizer.profiler.measure.measure_pte.parent import dies_with_parent
 from np_optimizer.profiler.measure.measure_pte.zygote import ZYGOTE_FLAG
 
@@ -79,7 +79,7 @@ def start_warm(python: str, archive: Path) -> None:
         return
     if warm is not None:
         _stop(python)
-    folder = Path(tempfile.mkdtemp(prefix="np-warm-"))  # short: a Unix socket path has at most 107 bytes
+    folder = owned_temp_dir("np-warm-")  # short: a Unix socket path has at most 107 bytes
     socket_path = str(folder / "zygote.sock")
     try:
         proc = subprocess.Popen([python, str(archive), ZYGOTE_FLAG, socket_path], stdin=subprocess.PIPE,
