@@ -4,6 +4,7 @@ started) with the stage, the time and the option in the message, and a child tha
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from np_optimizer.errors import EstimateError, TimeLimitError, ToolError
-from np_optimizer.processes import Watch, pid_alive, run_watched, stage
+from np_optimizer.processes import YOUNG_COLLECTION_EVERY, Watch, fewer_collections, pid_alive, run_watched, stage
 
 
 def _watch(limit: float, seen: list[str]) -> Watch:
@@ -150,3 +151,11 @@ def test_a_ctrl_c_inside_a_deferred_fork_is_raised_once_after_it() -> None:
     done = subprocess.run([sys.executable, "-c", _CTRL_C_IN_A_FORK], capture_output=True, text=True, timeout=60,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.stdout.splitlines() == ["the block ended", "KeyboardInterrupt", "handler restored"], done.stderr
+
+
+def test_fewer_collections_raises_the_young_threshold_for_its_duration() -> None:
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), fewer_collections():
+        assert gc.get_threshold() == (max(before[0], YOUNG_COLLECTION_EVERY), *before[1:])
+        raise RuntimeError("restored even on an error")
+    assert gc.get_threshold() == before
