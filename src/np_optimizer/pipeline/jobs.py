@@ -162,7 +162,8 @@ class JobRunner:
         self.store.write_job(done)
         if reuse_key is not None and self.steps is not None and storable(compiled, fidelity):
             self.steps.put(reuse_key, artifacts, entry_record(done, outcome.parameters, fidelity,
-                                                              [*outcome.warnings, *numerics], self.store.experiment))
+                                                              [*outcome.warnings, *numerics], self.store.experiment),
+                           known={CHECKPOINT_FILE: ref.sha256})
         if input_ref is not None:
             self.run.module_map = key_map
         return ProducedCheckpoint(ref, stats, compiled)
