@@ -13,15 +13,31 @@ The two alternate (np, script, np, script, ...) so that a busy machine slows bot
 
     .venv/bin/python bench/run_overhead.py [--repeats 2] [--size 112]
 
-Measured on 2026-12-07 (2 cores shared with other test runs, load average 7 to 10: wall times 3 to 5x a quiet
-machine's, so the ratios are rough): before the changes of issue 36 item 6, 1.60 (rounds 1.33, 1.83, 1.60); after,
-1.58 (rounds 1.35, 1.71, 1.35) and 1.31 in a second run (rounds 1.57, 1.16, 1.90). CPU seconds of the whole process tree with OMP_NUM_THREADS=1, two paired rounds (less
-disturbed by the load than wall time): np run before 38.5 and 42.5, after 37.5 and 38.9, the script 27.7 and 25.2.
-Where np's extra CPU goes (np's process 32 s against the script's 27.5 s; the rest is the measuring processes):
-the measuring process's imports (torch and the ExecuTorch runtime, beside the steps) and its second load of each .pte
-for the traced runs, about 5 s; the ETRecord (its copy of the edge program, serialising both programs, 94 MB for
-INPUT_MODEL) and the trace map, about 1.5 s; GO's passes and check, saving the .pt2s, the reference and per-layer
-taps, about 2.5 s together.
+Each round also prints the CPU seconds of both whole process trees (np's measuring processes included) and the load
+average: on a shared machine wall times move by 2x between rounds (other jobs, and torch's two OpenMP threads waiting
+on each other when a core is taken), so compare the CPU figures, best with OMP_NUM_THREADS=1 for both.
+
+Measured on 2026-12-07, second round of issue 36 item 6 (2 shared cores, load average 2 to 8). CPU seconds of the
+whole process tree, OMP_NUM_THREADS=1, main, this branch and the script back to back, four rounds: the script 28.5,
+32.3, 29.9, 31.7; main (9484e73) 37.9, 40.7, 47.2, 40.6 (1.33, 1.26, 1.58, 1.28: median 1.31); after 31.1 (the first
+two changes below only), 32.2, 38.7, 34.6 (1.09, 1.00, 1.29, 1.09: median 1.09).
+Where it went, CPU seconds from a stack sampler weighted by CPU time (np's own process 34.9 -> 27.6, the script's
+27.4; the measuring processes about 6.5 -> 2.7):
+    the garbage collector      4.1 -> 1.4 (the script 3.3): young collections every 10,000 allocations during np run
+                               (processes.fewer_collections); the lowering 18.3 -> 14.1 (the script's 16.6) with it
+    measuring, warm process    4.2 -> 1.2: its runtime import no longer goes through ExecuTorch's portable_lib
+                               wrapper, which imports executorch.exir (3 s); each forked worker about 0.3 s cheaper
+    fidelity's .pte outputs    the GQ .pte loaded once for its 8 inputs instead of 8 times
+    the caches                 the .pte's and the checkpoints' sha256 taken from the bytes just written (165 MB
+                               not read back and hashed again)
+What np still does that the script does not (CPU-s after): the ETRecord, 0.5 to save plus about 0.2 in the lowering
+and 0.25 hashing it into the compile cache; the traced runs, about 0.5 in the measuring workers (a second load, its
+warm-up and at least 10 runs); the per-layer SNR taps 0.7; saving three .pt2s 0.6; torch imported again by the
+measuring process 1.2. Deferring the ETRecord and the traced runs would save about 1.5 CPU-s (4 to 5 %); not done.
+`--repeats 3` the same afternoon: after, 1.09 (rounds 0.84, 1.21, 1.09; CPU 1.08, 1.03, 1.23, load 3.7 to 5.7); main
+run by the same bench minutes later, also 1.09 (rounds 0.78, 1.09, 1.31; CPU 0.91, 1.18, 1.27): at that load the
+wall ratio cannot tell the two apart, the paired CPU figures above can.
+Earlier the same day (load 7 to 10): 1.60 before the first round of changes, 1.58 and 1.31 after it.
 Measured on 2026-12-04 (2 cores, quiet machine, --repeats 4): np run 23.0 s, hand-written 20.8 s, ratio 1.10
 (per round 1.12, 1.09, 1.11, 1.11). The same day without the warm measuring process started ahead (its imports then
 delayed the first measurement by about 1 s): 23.5 s against 19.9 s, 1.18. On 2026-12-03 (a slower machine): 41.7 s
