@@ -13,15 +13,31 @@ The two alternate (np, script, np, script, ...) so that a busy machine slows bot
 
     .venv/bin/python bench/run_overhead.py [--repeats 2] [--size 112]
 
-Measured on 2026-12-07 (2 cores shared with other test runs, load average 7 to 10: wall times 3 to 5x a quiet
-machine's, so the ratios are rough): before the changes of issue 36 item 6, 1.60 (rounds 1.33, 1.83, 1.60); after,
-1.58 (rounds 1.35, 1.71, 1.35) and 1.31 in a second run (rounds 1.57, 1.16, 1.90). CPU seconds of the whole process tree with OMP_NUM_THREADS=1, two paired rounds (less
-disturbed by the load than wall time): np run before 38.5 and 42.5, after 37.5 and 38.9, the script 27.7 and 25.2.
-Where np's extra CPU goes (np's process 32 s against the script's 27.5 s; the rest is the measuring processes):
-the measuring process's imports (torch and the ExecuTorch runtime, beside the steps) and its second load of each .pte
-for the traced runs, about 5 s; the ETRecord (its copy of the edge program, serialising both programs, 94 MB for
-INPUT_MODEL) and the trace map, about 1.5 s; GO's passes and check, saving the .pt2s, the reference and per-layer
-taps, about 2.5 s together.
+Each round also prints the CPU seconds of both whole process trees (np's measuring processes included) and the load
+average: on a shared machine wall times move by 2x between rounds (other jobs, and torch's two OpenMP threads waiting
+on each other when a core is taken), so compare the CPU figures, best with OMP_NUM_THREADS=1 for both.
+
+Measured on 2026-12-07, second round of issue 36 item 6 (2 shared cores, load average 2 to 8). CPU seconds of the
+whole process tree, OMP_NUM_THREADS=1, main, this branch and the script back to back, four rounds: the script 28.5,
+32.3, 29.9, 31.7; main (9484e73) 37.9, 40.7, 47.2, 40.6 (1.33, 1.26, 1.58, 1.28: median 1.31); after 31.1 (the first
+two changes below only), 32.2, 38.7, 34.6 (1.09, 1.00, 1.29, 1.09: median 1.09).
+Where it went, CPU seconds from a stack sampler weighted by CPU time (np's own process 34.9 -> 27.6, the script's
+27.4; the measuring processes about 6.5 -> 2.7):
+    the garbage collector      4.1 -> 1.4 (the script 3.3): young collections every 10,000 allocations during np run
+                               (processes.fewer_collections); the lowering 18.3 -> 14.1 (the script's 16.6) with it
+    measuring, warm process    4.2 -> 1.2: its runtime import no longer goes through ExecuTorch's portable_lib
+                               wrapper, which imports executorch.exir (3 s); each forked worker about 0.3 s cheaper
+    fidelity's .pte outputs    the GQ .pte loaded once for its 8 inputs instead of 8 times
+    the caches                 the .pte's and the checkpoints' sha256 taken from the bytes just written (165 MB
+                               not read back and hashed again)
+What np still does that the script does not (CPU-s after): the ETRecord, 0.5 to save plus about 0.2 in the lowering
+and 0.25 hashing it into the compile cache; the traced runs, about 0.5 in the measuring workers (a second load, its
+warm-up and at least 10 runs); the per-layer SNR taps 0.7; saving three .pt2s 0.6; torch imported again by the
+measuring process 1.2. Deferring the ETRecord and the traced runs would save about 1.5 CPU-s (4 to 5 %); not done.
+`--repeats 3` the same afternoon: after, 1.09 (rounds 0.84, 1.21, 1.09; CPU 1.08, 1.03, 1.23, load 3.7 to 5.7); main
+run by the same bench minutes later, also 1.09 (rounds 0.78, 1.09, 1.31; CPU 0.91, 1.18, 1.27): at that load the
+wall ratio cannot tell the two apart, the paired CPU figures above can.
+Earlier the same day (load 7 to 10): 1.60 before the first round of changes, 1.58 and 1.31 after it.
 Measured on 2026-12-04 (2 cores, quiet machine, --repeats 4): np run 23.0 s, hand-written 20.8 s, ratio 1.10
 (per round 1.12, 1.09, 1.11, 1.11). The same day without the warm measuring process started ahead (its imports then
 delayed the first measurement by about 1 s): 23.5 s against 19.9 s, 1.18. On 2026-12-03 (a slower machine): 41.7 s
@@ -33,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -144,6 +161,12 @@ RUN_YAML = textwrap.dedent('''
 ''')
 
 
+def _tree_cpu() -> float:
+    """CPU seconds of every finished child process of this one, and theirs (np's measuring processes included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _np(*args: str, cwd: Path, env: dict[str, str]) -> None:
     proc = subprocess.run([sys.executable, "-m", "np_optimizer", *args], cwd=cwd, env=env, capture_output=True,
                           text=True)
@@ -178,8 +201,9 @@ def _breakdown(exp: Path) -> list[str]:
     return lines
 
 
-def np_run(root: Path, model_dir: Path, index: int) -> float:
-    """A fresh workspace, project and caches; returns np run's wall time (the set-up commands are not counted)."""
+def np_run(root: Path, model_dir: Path, index: int) -> tuple[float, float]:
+    """A fresh workspace, project and caches; returns np run's wall time and CPU seconds (the set-up commands are not
+    counted)."""
     ws, cache = root / f"ws{index}", root / f"cache{index}"
     env = {**os.environ, "NP_CACHE_DIR": str(cache), "NP_QUEUE_DIR": str(cache / "queue")}
     env.pop("NP_COMPILE_CACHE_DIR", None)
@@ -190,22 +214,22 @@ def np_run(root: Path, model_dir: Path, index: int) -> float:
     _np("experiments", "create", "--steps", "go,gq", "-p", "resnet", cwd=ws, env=env)
     exp = ws / "resnet" / "experiment_01"
     (exp / "run.yaml").write_text(RUN_YAML)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _tree_cpu()
     _np("run", "--profile-method", "on-device", cwd=exp, env=env)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _tree_cpu() - cpu
     print("\n".join(_breakdown(exp)), flush=True)
     shutil.rmtree(ws, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
-    return elapsed
+    return elapsed, cpu
 
 
-def hand_written(model_dir: Path) -> float:
-    start = time.perf_counter()
+def hand_written(model_dir: Path) -> tuple[float, float]:
+    start, cpu = time.perf_counter(), _tree_cpu()
     proc = subprocess.run([sys.executable, "-c", HAND_WRITTEN, str(model_dir)], capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _tree_cpu() - cpu
     if proc.returncode != 0:
         raise SystemExit(f"the hand-written script failed:\n{proc.stderr[-3000:]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> int:
@@ -218,11 +242,17 @@ def main() -> int:
         model_dir = root / "model"
         model_dir.mkdir()
         (model_dir / "model.py").write_text(MODEL_PY.replace("SIZE", str(args.size)))
-        np_times, script_times = [], []
+        np_times, script_times, np_cpu, script_cpu = [], [], [], []
         for i in range(args.repeats):
-            np_times.append(np_run(root, model_dir, i))
-            script_times.append(hand_written(model_dir))
-            print(f"round {i + 1}: np run {np_times[-1]:.1f} s, hand-written {script_times[-1]:.1f} s", flush=True)
+            wall, cpu = np_run(root, model_dir, i)
+            np_times.append(wall)
+            np_cpu.append(cpu)
+            wall, cpu = hand_written(model_dir)
+            script_times.append(wall)
+            script_cpu.append(cpu)
+            print(f"round {i + 1}: np run {np_times[-1]:.1f} s, hand-written {script_times[-1]:.1f} s (CPU "
+                  f"{np_cpu[-1]:.1f} s against {script_cpu[-1]:.1f} s); load average {os.getloadavg()[0]:.1f}",
+                  flush=True)
     np_median, script_median = statistics.median(np_times), statistics.median(script_times)
     print(f"ResNet-18-like, 1x3x{args.size}x{args.size}, {os.cpu_count()} CPUs, {args.repeats} alternating rounds")
     print(f"np run (GO + GQ W8-A8, profile INPUT_MODEL + GRAPH_QUANTIZE on-device, 30 runs): median {np_median:.1f} s")
@@ -232,6 +262,12 @@ def main() -> int:
     paired = statistics.median(n / s for n, s in zip(np_times, script_times))
     print(f"per-round ratios: {', '.join(f'{n / s:.2f}' for n, s in zip(np_times, script_times))} "
           f"(median {paired:.2f})")
+    # CPU seconds of each whole process tree: less moved by other work on the machine than wall time (which, on 2
+    # cores, also gains from np's measuring process starting beside the steps)
+    cpu_ratio = statistics.median(n / s for n, s in zip(np_cpu, script_cpu))
+    print(f"CPU seconds (process trees): np run median {statistics.median(np_cpu):.1f}, hand-written "
+          f"{statistics.median(script_cpu):.1f}, per-round ratios "
+          f"{', '.join(f'{n / s:.2f}' for n, s in zip(np_cpu, script_cpu))} (median {cpu_ratio:.2f})")
     print(f"ratio np / hand-written: {ratio:.2f} (target <= 1.1, issue 36: {'met' if ratio <= 1.1 else 'NOT met'})")
     return 0
 

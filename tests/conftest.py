@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from np_optimizer.cli.main import main
+from np_optimizer.processes import YOUNG_COLLECTION_EVERY
 from tests.helpers import (
     FinishedRun,
     MlpModels,
@@ -24,11 +25,11 @@ from tests.helpers import (
     tree_digest,
 )
 
-# Young-generation garbage collections every 10,000 allocations instead of Python's 700, in each test process:
-# torch.export's and ExecuTorch's passes allocate millions of short-lived objects, and with torch loaded each
-# collection walks many survivors (an XNNPACK lowering of sample_cpu's GQ: 4.9 CPU-s against 5.4 to 6.0). Only when
-# collections happen changes, never what is kept.
-gc.set_threshold(10_000, *gc.get_threshold()[1:])
+# Young-generation garbage collections every YOUNG_COLLECTION_EVERY allocations instead of Python's 700, in each whole
+# test process, as np run and np profile do for their own duration (processes.fewer_collections): the tests also lower,
+# quantize and export outside them, and torch.export's and ExecuTorch's passes allocate millions of short-lived
+# objects (an XNNPACK lowering of sample_cpu's GQ: 4.9 CPU-s against 5.4 to 6.0). Only when collections happen changes.
+gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
 
 # The longest test files, first (each file's seconds in a fresh clone's make test, 2026-12-07): scripts/test.sh passes
 # --no-loadscope-reorder, so xdist hands the files to its two workers in this order (by default it sorts them by their

@@ -4,6 +4,7 @@ started) with the stage, the time and the option in the message, and a child tha
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from np_optimizer.errors import EstimateError, TimeLimitError, ToolError
-from np_optimizer.processes import Watch, pid_alive, run_watched, stage
+from np_optimizer.processes import YOUNG_COLLECTION_EVERY, Watch, fewer_collections, pid_alive, run_watched, stage
 
 
 def _watch(limit: float, seen: list[str]) -> Watch:
@@ -173,3 +174,11 @@ def test_an_owned_temp_folder_clears_those_of_processes_that_are_gone(tmp_path: 
     assert made.is_dir() and made.parent == tmp_path and made.name.startswith(f"np-test-owned-{os.getpid()}-")
     assert not dead.exists() and live.is_dir() and other.is_dir()
     assert owned_temp_dir("np-test-owned-") != made and made.is_dir()  # this process's own are kept
+
+
+def test_fewer_collections_raises_the_young_threshold_for_its_duration() -> None:
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), fewer_collections():
+        assert gc.get_threshold() == (max(before[0], YOUNG_COLLECTION_EVERY), *before[1:])
+        raise RuntimeError("restored even on an error")
+    assert gc.get_threshold() == before

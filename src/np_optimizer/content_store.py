@@ -15,7 +15,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,14 +85,19 @@ class ContentStore:
             pass
         return StoredEntry(key, folder, dict(entry["record"]), tuple(sorted(entry["files"]))), None
 
-    def put(self, key: str, fill: Callable[[Path], None], record: dict[str, Any]) -> Path | None:
-        """Store under `key` the files `fill(staging)` copies into an empty folder, with `record`."""
+    def put(self, key: str, fill: Callable[[Path], None], record: dict[str, Any],
+            known: Mapping[str, str] | None = None) -> Path | None:
+        """Store under `key` the files `fill(staging)` copies into an empty folder, with `record`. `known`: the sha256
+        of files the caller just wrote and hashed (a checkpoint, a .pte), not read again here; a wrong one makes the
+        entry damaged at its first read (a warned miss)."""
+        known = known or {}
         final = self.folder(key)
         staging = self.root / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             staging.mkdir(parents=True)
             fill(staging)
-            files = {str(p.relative_to(staging)): sha256_file(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+            files = {name: known.get(name) or sha256_file(p) for p in sorted(staging.rglob("*"))
+                     if p.is_file() and (name := str(p.relative_to(staging)))}
             write_json(staging / ENTRY_FILE, {"schema": ENTRY_SCHEMA, "key": key, "record": record, "files": files,
                                               "created_at": time.time()})
             final.parent.mkdir(parents=True, exist_ok=True)

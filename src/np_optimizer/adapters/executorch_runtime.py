@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from np_optimizer.errors import ToolError
 
-__all__ = ["run_pte", "pte_backends", "pte_method"]
+__all__ = ["run_pte", "run_pte_on", "pte_backends", "pte_method"]
 
 
 def pte_backends(pte_path: Path) -> list[str]:
@@ -29,6 +30,11 @@ def _runtime() -> Any:
 
 
 def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
+    return run_pte_on(pte_path, [inputs])[0]
+
+
+def run_pte_on(pte_path: Path, samples: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    """The .pte's outputs on each sample, the program loaded once (a load packs every weight again)."""
     runtime = _runtime()
     try:
         program = runtime.load_program(Path(pte_path))
@@ -41,7 +47,7 @@ def run_pte(pte_path: Path, inputs: tuple[Any, ...]) -> list[Any]:
                         hint="Only XNNPACK and portable-kernel programs run here.", code="NP-RUN-500") from exc
     if method is None:
         raise ToolError(f"{pte_path.name} has no 'forward' method.", hint="Recompile the checkpoint.", code="NP-RUN-500")
-    return list(method.execute(list(inputs)))
+    return [list(method.execute(list(inputs))) for inputs in samples]
 
 
 def pte_method(pte_path: Path) -> Any:

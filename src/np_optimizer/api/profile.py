@@ -12,7 +12,7 @@ from np_optimizer.config.options import Opt, merge_defaults
 from np_optimizer.devices import default_method, find_device, get_device, method_support
 from np_optimizer.errors import NotFoundError, NpError, UsageError
 from np_optimizer.models.source import sha256_file
-from np_optimizer.processes import Watch
+from np_optimizer.processes import Watch, fewer_collections
 from np_optimizer.records import CheckpointRef, JobRecord, ProfileResult, ProfileRound
 from np_optimizer.records.compiled import ProgramStats
 from np_optimizer.workspace import Experiment, resolve_experiment
@@ -148,7 +148,7 @@ def profile(ids: list[str] | None = None, *, experiment: str | None = None, proj
 
     # Shared: np profiles run side by side (the device queue orders their measurements), never beside an np run.
     with run_lock(exp, "np profile", exclusive=False), run_logging(exp.log_file, console_write), \
-            quiet_native_output(exp.log_file):
+            quiet_native_output(exp.log_file), fewer_collections():
         return _profile(exp, ids, method=method, device=device, runtime=runtime, backend=backend, force=force,
                         profile_opts=profile_opts, progress=progress)
 

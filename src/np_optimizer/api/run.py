@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from np_optimizer.logs import quiet_native_output, run_logging
+from np_optimizer.processes import fewer_collections
 from np_optimizer.records import RunSummary
 from np_optimizer.records.checked import CheckedRun
 from np_optimizer.records.status import RunStatus
@@ -37,7 +38,7 @@ def run(*, experiment: str | None = None, project: str | None = None, retry: boo
 
     # One np run at a time, and no np profile beside it: a busy experiment is refused (NP-EXP-423) before any log.
     with run_lock(exp, "np run", exclusive=True), run_logging(exp.log_file, console_write), \
-            quiet_native_output(exp.log_file):
+            quiet_native_output(exp.log_file), fewer_collections():
         return run_experiment(exp, retry=retry, profile_method=profile_method, force=force, progress=progress,
                               loaded=(device, config))
 

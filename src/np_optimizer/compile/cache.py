@@ -80,7 +80,9 @@ class CompileCache:
             shutil.copytree(source, staging, ignore=shutil.ignore_patterns("compile.json"), dirs_exist_ok=True,
                             copy_function=_link_or_copy)
 
-        return self._store.put(key, fill, record)
+        pte, sha = record.get("pte_file"), record.get("pte_sha256")  # hashed from the bytes written
+        known = {pte: sha} if isinstance(pte, str) and isinstance(sha, str) else None
+        return self._store.put(key, fill, record, known)
 
     def discard(self, key: str, reason: str) -> str:
         return self._store.discard(key, reason)

@@ -162,7 +162,8 @@ class JobRunner:
         self.store.write_job(done)
         if reuse_key is not None and self.steps is not None and storable(compiled, fidelity):
             self.steps.put(reuse_key, artifacts, entry_record(done, outcome.parameters, fidelity,
-                                                              [*outcome.warnings, *numerics], self.store.experiment))
+                                                              [*outcome.warnings, *numerics], self.store.experiment),
+                           known={CHECKPOINT_FILE: ref.sha256})
         if input_ref is not None:
             self.run.module_map = key_map
         return ProducedCheckpoint(ref, stats, compiled)
@@ -291,10 +292,10 @@ class JobRunner:
         del taps
         pte = compiled.pte_path if compiled is not None and compiled.record.status == CompileStatus.OK else None
         if pte is not None and self.run.device.backend_spec.runs_on_host:
-            from np_optimizer.adapters.executorch_runtime import run_pte
+            from np_optimizer.adapters.executorch_runtime import run_pte_on
 
             try:
-                pte_out = [run_pte(pte, x) for x in evaluation.samples]
+                pte_out = run_pte_on(pte, evaluation.samples)
                 result["pte"] = compare_outputs(self.run.reference_outputs, [tuple(o) for o in pte_out])
                 result["pte"]["evaluated_on"] = f"the .pte on this machine's ExecuTorch {tool_version('executorch')} runtime"
             except ToolError as exc:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,10 @@ class StepCache:
         """(the verified entry or None, a warning when a damaged entry was discarded)."""
         return self._store.get(key)
 
-    def put(self, key: str, artifacts: Path, record: dict[str, Any]) -> Path | None:
-        """Store the job's artifacts (without its compile folders and links) and record parts under `key`."""
+    def put(self, key: str, artifacts: Path, record: dict[str, Any],
+            known: Mapping[str, str] | None = None) -> Path | None:
+        """Store the job's artifacts (without its compile folders and links) and record parts under `key`; `known`:
+        sha256 of files already hashed (the checkpoint), by their path under `artifacts`."""
         def fill(staging: Path) -> None:
             for path in sorted(artifacts.rglob("*")):
                 rel = path.relative_to(artifacts)
@@ -97,7 +100,7 @@ class StepCache:
                 (staging / rel).parent.mkdir(parents=True, exist_ok=True)
                 link_or_copy(path, staging / rel)  # a checkpoint is tens of MB: linked where it can be
 
-        return self._store.put(key, fill, record)
+        return self._store.put(key, fill, record, known)
 
     def discard(self, key: str, reason: str) -> str:
         return self._store.discard(key, reason)

@@ -121,6 +121,19 @@ def test_the_script_imports_nothing_of_np_and_nothing_heavy() -> None:
     assert not [m for m in loaded if m.split(".")[0] in ("np_optimizer", "torch", "executorch", "numpy")]
 
 
+@pytest.mark.heavy
+def test_the_runtime_comes_without_the_exporter() -> None:
+    # the pybindings' `portable_lib` wrapper imports executorch.exir (3 s of CPU in every measuring process): the
+    # script imports the extension itself, and the runtime it gets still has XNNPACK
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from measure_pte.load import import_runtime; "
+            "r = import_runtime(None); print(r.info['api'], 'XnnpackBackend' in r.registered, "
+            "'executorch.exir' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-I", "-c", code, str(script_archive())], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["executorch.extension.pybindings._C", "True", "False"]
+
+
 def _old_python() -> str | None:
     """A Python older than 3.10 (the script claims 3.8), from $NP_TEST_OLD_PYTHON or pyenv."""
     candidates = [os.environ.get("NP_TEST_OLD_PYTHON", "")]

@@ -21,21 +21,24 @@ class Runtime:
     warnings: List[str] = field(default_factory=list)
 
 
+# The runtime's extension itself, by the names ExecuTorch releases gave it: `executorch.runtime` pulls in
+# executorch.exir (and torchao), ~140 MB and seconds more, and so does the `portable_lib` wrapper of releases whose
+# extension is `_C` (it imports executorch.exir for a warning class: 3 s of CPU on a 2-core machine, per process).
+_PYBINDINGS = ("executorch.extension.pybindings._portable_lib", "executorch.extension.pybindings._C",
+               "executorch.extension.pybindings.portable_lib")
+
+
 def _import_pybindings() -> Tuple[Any, str]:
-    """The runtime's extension itself: `executorch.runtime` pulls in executorch.exir (and torchao), ~140 MB and
-    seconds more."""
-    try:
-        import executorch.extension.pybindings._portable_lib as rt
+    """The runtime's extension module and its name (torch imported first: the extension links libtorch)."""
+    import importlib
 
-        return rt, "executorch.extension.pybindings._portable_lib"
-    except ImportError as e:
+    first: Optional[ImportError] = None
+    for name in _PYBINDINGS:
         try:
-            from executorch.extension.pybindings import portable_lib as rt2
-
-            return rt2, "executorch.extension.pybindings.portable_lib"
-        except ImportError:
-            raise MeasureError("runtime_missing",
-                               "this Python has no ExecuTorch runtime (%s): %s" % (sys.executable, e))
+            return importlib.import_module(name), name
+        except ImportError as e:
+            first = first or e
+    raise MeasureError("runtime_missing", "this Python has no ExecuTorch runtime (%s): %s" % (sys.executable, first))
 
 
 def _register_quantized_kernels() -> bool:
