@@ -17,7 +17,7 @@ from np_optimizer.records.status import RoundStatus, RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 from np_optimizer.sweep.worker import Emit, Worker, job_of, progress_line, result_line
 
-__all__ = ["run_trial", "main", "warm", "WORKER"]
+__all__ = ["run_trial", "main", "warm", "prime", "WORKER"]
 
 
 def measuring_method(device_name: str) -> str:
@@ -93,8 +93,9 @@ WORKER = Worker("np_optimizer.api.trial", run_trial)
 
 def warm() -> None:
     """Import once what trials need, in the local pool's warm host (sweep/host.py), which then forks a child per
-    trial (about 6 s of imports a trial saves). Imports only: no torch op runs here, so no thread pool exists when the
-    host forks. The Ethos-U backend and MLIA are optional: a trial that needs one missing says so itself."""
+    trial (about 6 s of imports a trial saves). Imports only: no torch op runs here (prime() traces, in one thread),
+    so no thread pool exists when the host forks. The Ethos-U backend and MLIA are optional: a trial that needs one
+    missing says so itself."""
     import contextlib
     import importlib
 
@@ -132,6 +133,29 @@ def _look_up_once() -> None:
         from mlia.utils.filesystem import get_mlia_resource_dirs
 
         get_mlia_resource_dirs()
+
+
+_PRIMED: set[str] = set()  # the backends whose patterns this process traced (prime)
+
+
+def prime(argv: list[str]) -> None:
+    """In the warm host, before it forks the trial `argv` asks for: what every trial on the trial's backend would trace
+    again (Backend.trace_once: XNNPACK's pattern graphs, 8 to 12 s a trial), traced once, in one intra-op thread so
+    that the fork stays safe (backends/traced_once.py); RuntimeError when a thread was left running (the host then
+    forks nothing more). Nothing for a backend already primed, or one with nothing to trace."""
+    from np_optimizer.backends import get_backend
+    from np_optimizer.backends.traced_once import in_one_thread
+    from np_optimizer.devices import get_device
+    from np_optimizer.workspace import Experiment
+
+    try:
+        backend = get_backend(get_device(Experiment(job_of(argv[0]).experiment_dir).project.device_name).backend)
+    except Exception:  # noqa: BLE001 - a trial whose project cannot be read says so itself, in its child
+        return
+    if backend.trace_once is None or backend.name in _PRIMED:
+        return
+    _PRIMED.add(backend.name)
+    in_one_thread(backend.trace_once)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,12 +15,16 @@ needs replacing after a failure or for its memory: only the host itself could, a
 killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
 
 `warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
-child's first parallel region). The child sets torch's threads itself (`threads`: OMP_NUM_THREADS was read when torch
-loaded in the host, and is set in the child's environment for what it starts).
+child's first parallel region). The worker's `prime(argv)`, called before each fork when it has one, computes once
+what every trial would compute again (api/trial.py: the XNNPACK pattern graphs of backends/traced_once.py) with torch
+at one intra-op thread, so no pool starts either; one that leaves a thread running raises, and the host forks nothing
+more (it answers {"number", "refused": why} and ends; np starts fresh processes). The child sets torch's threads
+itself (`threads`: OMP_NUM_THREADS was read when torch loaded in the host, and is set in the child's environment for
+what it starts).
 
 The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per
 request {"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it
-answers {"number", "pid"} after the fork and {"number", "exit"} (a signal as its negative number, like Popen) when it
+answers {"number", "pid"} after the fork (or {"number", "refused"}, above) and {"number", "exit"} (a signal as its negative number, like Popen) when it
 reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
 child dies with the host, so nothing outlives np.
 """
@@ -91,6 +95,12 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
                 if not data:
                     return  # np closed it: the sweep is done or gone
                 request = json.loads(data)
+                refused = _prime(module, request)
+                if refused:  # a thread runs now: a fork could hang; np starts fresh processes instead
+                    for fd in fds:
+                        os.close(fd)
+                    _send(control, {"number": request["number"], "refused": refused})
+                    return
                 pid = _fork(module, request, fds, lambda: _child_setup(control, wake_r, wake_w, die_with_host))
                 children[pid] = int(request["number"])
                 _send(control, {"number": request["number"], "pid": pid})
@@ -99,6 +109,19 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
         for pid in children:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _prime(module: ModuleType, request: dict[str, Any]) -> str | None:
+    """The worker's `prime(argv)`, when it has one, before the trial's fork: what every trial would compute again,
+    computed once here (in one thread); why the host cannot fork any more when it raised."""
+    prime = getattr(module, "prime", None)
+    if not callable(prime):
+        return None
+    try:
+        prime(list(request["argv"]))
+    except Exception as exc:  # noqa: BLE001 - said to np, which falls back to fresh processes
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _reap(control: socket.socket, children: dict[int, int]) -> None:
