@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -44,6 +45,17 @@ def _stop_tqdm_monitor() -> None:
             tqdm.monitor = None
 
 
+def _settled(before: int | None, wait_s: float = 2.0) -> int | None:
+    """The thread count once a thread that was told to end is gone: a joined thread leaves /proc a moment after its
+    Python side ends (seen under load as one thread too many)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = native_threads()
+        if before is None or now is None or now <= before or time.monotonic() > deadline:
+            return now
+        time.sleep(0.01)
+
+
 def in_one_thread(trace: Callable[[], None]) -> None:
     """Run a backend's `trace_once` in this process, which forks afterwards: one intra-op thread meanwhile, the thread
     count and the global random state restored, no thread left behind (RuntimeError otherwise, naming the count). A
@@ -61,7 +73,7 @@ def in_one_thread(trace: Callable[[], None]) -> None:
         torch.set_num_threads(threads)
         torch.random.set_rng_state(rng)  # the example inputs' draws: a child starts from the state it had before
         _stop_tqdm_monitor()
-    after = native_threads()
+    after = _settled(before)
     if before is not None and after is not None and after > before:
         raise RuntimeError(f"tracing the backend's patterns left {after - before} thread(s) running; a fork now could "
                            "hang its first parallel region")
