@@ -1,7 +1,7 @@
 """A trial worker for the local pool's own tests, no np run: its main writes the warm measuring process it was handed
 ($NP_MEASURE_WARM_SOCKET, empty when none) to the trial's folder as `measuring`, says one progress line, then waits
 until a file `go` appears in the trial's folder and answers success. The pool runs it as it runs np's
-(`main([JOB_JSON])`); its `prime`, which the warm host calls before each fork, writes the host's pid to `primed` and
+(`main([JOB_JSON])`); its `prime`, which the warm host calls after each fork, writes the host's pid to `primed` and
 raises when the folder holds `refuse` (as a trace that left a thread running does)."""
 
 from __future__ import annotations

@@ -15,10 +15,12 @@ needs replacing after a failure or for its memory: only the host itself could, a
 killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
 
 `warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
-child's first parallel region). The worker's `prime(argv)`, called before each fork when it has one, computes once
-what every trial would compute again (api/trial.py: the XNNPACK pattern graphs of backends/traced_once.py) with torch
-at one intra-op thread, so no pool starts either; one that leaves a thread running raises, and the host forks nothing
-more (it answers {"number", "refused": why} and ends; np starts fresh processes). The child sets torch's threads
+child's first parallel region). The worker's `prime(argv)`, called after each fork when it has one (the first
+trial of a backend runs meanwhile, tracing for itself as a fresh process would; the host's work is off its path),
+computes once what every later trial would compute again (api/trial.py: the XNNPACK pattern graphs of
+backends/traced_once.py) with torch at one intra-op thread, so no pool starts either; one that leaves a thread
+running raises, and the host forks nothing more (it answers the next request {"number", "refused": why}; np starts
+fresh processes and closes it). The child sets torch's threads
 itself (`threads`: OMP_NUM_THREADS was read when torch loaded in the host, and is set in the child's environment for
 what it starts).
 
@@ -82,6 +84,7 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
     signal.signal(signal.SIGCHLD, lambda _s, _f: None)
     die_with_host = dies_with_parent()  # looked up once, here: the child only calls it
     children: dict[int, int] = {}  # pid -> trial number
+    refused: str | None = None  # why this host forks no more (its prime left a thread running)
     try:
         while True:
             ready, _, _ = select.select([control, wake_r], [], [])
@@ -95,15 +98,15 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
                 if not data:
                     return  # np closed it: the sweep is done or gone
                 request = json.loads(data)
-                refused = _prime(module, request)
-                if refused:  # a thread runs now: a fork could hang; np starts fresh processes instead
+                if refused:  # a thread runs here now: a fork could hang; np starts fresh processes instead
                     for fd in fds:
                         os.close(fd)
                     _send(control, {"number": request["number"], "refused": refused})
-                    return
+                    continue
                 pid = _fork(module, request, fds, lambda: _child_setup(control, wake_r, wake_w, die_with_host))
                 children[pid] = int(request["number"])
                 _send(control, {"number": request["number"], "pid": pid})
+                refused = _prime(module, request)  # after the fork: this trial does not wait; the next ones gain
             _reap(control, children)
     finally:
         for pid in children:
@@ -112,8 +115,9 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
 
 
 def _prime(module: ModuleType, request: dict[str, Any]) -> str | None:
-    """The worker's `prime(argv)`, when it has one, before the trial's fork: what every trial would compute again,
-    computed once here (in one thread); why the host cannot fork any more when it raised."""
+    """The worker's `prime(argv)`, when it has one, right after the trial's fork (while that trial runs): what every
+    trial would compute again, computed once here (in one thread) for the trials forked next; why the host cannot
+    fork any more when it raised."""
     prime = getattr(module, "prime", None)
     if not callable(prime):
         return None

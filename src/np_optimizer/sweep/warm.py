@@ -157,8 +157,9 @@ class WarmHost:
         finally:
             os.close(write_end)  # the host holds it now; ours would keep the pipe open after the child's end
         with self._replied:
+            # READY_TIMEOUT_S: the host may be priming (after its previous fork) before it reads this request
             self._replied.wait_for(lambda: trial.pid or trial.returncode is not None or self._gone
-                                   or self._refused is not None, 60)
+                                   or self._refused is not None, READY_TIMEOUT_S)
         if not trial.pid:
             self._forget(number, trial)
             raise HostUnavailable(self._refused or "it did not start the trial")
@@ -188,7 +189,7 @@ class WarmHost:
                 elif trial is not None and "exit" in message:
                     del self._trials[number]
                     trial._exited(int(message["exit"]))
-                elif "refused" in message:  # it forks nothing more and ends: the trial starts as a fresh process
+                elif "refused" in message:  # it forks nothing more: the trial starts as a fresh process
                     self._refused = str(message["refused"])
                 self._replied.notify_all()
         with self._replied:
