@@ -67,7 +67,7 @@ def in_one_thread(trace: Callable[[], None]) -> None:
     torch.set_num_threads(1)
     try:
         trace()
-    except Exception:  # noqa: BLE001,S110 - an ExecuTorch whose patterns moved: each trial traces them itself, as before
+    except Exception:  # noqa: BLE001,S110 - an ExecuTorch whose patterns moved: each trial traces them itself
         pass
     finally:
         torch.set_num_threads(threads)

@@ -26,8 +26,8 @@ what it starts).
 
 The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per
 request {"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it
-answers {"number", "pid"} after the fork (or {"number", "refused"}, above) and {"number", "exit"} (a signal as its negative number, like Popen) when it
-reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
+answers {"number", "pid"} after the fork (or {"number", "refused"}, above) and {"number", "exit"} (a signal as its
+negative number, like Popen) when it reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
 child dies with the host, so nothing outlives np.
 """
 
