@@ -1,7 +1,8 @@
 """A trial worker for the local pool's own tests, no np run: its main writes the warm measuring process it was handed
 ($NP_MEASURE_WARM_SOCKET, empty when none) to the trial's folder as `measuring`, says one progress line, then waits
 until a file `go` appears in the trial's folder and answers success. The pool runs it as it runs np's
-(`main([JOB_JSON])`)."""
+(`main([JOB_JSON])`); its `prime`, which the warm host calls after each fork, writes the host's pid to `primed` and
+raises when the folder holds `refuse` (as a trace that left a thread running does)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ import time
 
 from np_optimizer.records.sweep import TrialResult
 from np_optimizer.sweep.worker import job_of, progress_line, result_line
+
+
+def prime(argv: list[str]) -> None:
+    job = job_of(argv[0])
+    job.experiment_dir.mkdir(parents=True, exist_ok=True)
+    (job.experiment_dir / "primed").write_text(str(os.getpid()))
+    if (job.experiment_dir / "refuse").exists():
+        raise RuntimeError("tracing the backend's patterns left 1 thread(s) running")
 
 
 def main(argv: list[str]) -> int:

@@ -181,3 +181,30 @@ def test_trials_that_measure_here_share_one_measuring_process_that_ends_with_the
     finally:
         pool.close()
     assert not Path(next(iter(sockets))).exists()  # the measuring process ended with the pool
+
+
+def test_a_host_whose_prime_fails_forks_nothing_more_and_the_next_trial_starts_fresh(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The worker's prime runs in the host after each fork; one that raises (a trace left a thread running, so a fork
+    could hang) makes the host refuse the next trial, which starts as a fresh process, said in one warning."""
+    pool = LocalPool(1, Worker("tests.sweep.pool_worker", WORKER.run), warm=True)
+    folders = [tmp_path / f"experiment_0{n}" for n in (2, 3, 4)]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "go").touch()
+    (folders[1] / "refuse").touch()
+    try:
+        with caplog.at_level(logging.WARNING, logger="np"):
+            for number in range(3):
+                pool.submit(TrialJob(number, folders[number]))
+                assert _next_event(pool, number, "done").result.status == "success"
+                if number == 0:
+                    host = pool.host
+    finally:
+        pool.close()
+    assert host is not None and host.forked == 2  # the trial whose prime failed still ran forked; the next did not
+    assert [int((f / "primed").read_text()) for f in folders[:2]] == [host.pid, host.pid]  # primed in the host
+    assert not (folders[2] / "primed").exists() and pool.host is None and not pool.warm
+    assert host.proc.poll() is not None
+    warnings = [r.getMessage() for r in caplog.records if "warm trial host" in r.getMessage()]
+    assert len(warnings) == 1 and "left 1 thread(s) running" in warnings[0], warnings

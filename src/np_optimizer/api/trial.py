@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from np_optimizer.errors import ValidationFailed
@@ -17,7 +18,7 @@ from np_optimizer.records.status import RoundStatus, RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 from np_optimizer.sweep.worker import Emit, Worker, job_of, progress_line, result_line
 
-__all__ = ["run_trial", "main", "warm", "WORKER"]
+__all__ = ["run_trial", "main", "warm", "prime", "WORKER"]
 
 
 def measuring_method(device_name: str) -> str:
@@ -93,9 +94,9 @@ WORKER = Worker("np_optimizer.api.trial", run_trial)
 
 def warm() -> None:
     """Import once what trials need, in the local pool's warm host (sweep/host.py), which then forks a child per
-    trial (about 6 s of imports a trial saves). Imports only: no torch op runs here, so no thread pool exists when the
-    host forks. The Ethos-U backend and MLIA are optional: a trial that needs one missing says so itself."""
-    import contextlib
+    trial (about 6 s of imports a trial saves). Imports only: no torch op runs here (prime() traces, in one thread),
+    so no thread pool exists when the host forks. A backend's own tools (Ethos-U's, MLIA) are prime()'s, imported
+    once the first trial says which backend the sweep uses."""
     import importlib
 
     for name in ("torch", "torch.export._trace", "executorch.exir", "executorch.devtools", "executorch.runtime",
@@ -109,26 +110,61 @@ def warm() -> None:
                  "np_optimizer.profiler.methods.mlia", "np_optimizer.profiler.methods.on_device",
                  "np_optimizer.profiler.measure.local", "np_optimizer.report.model", "np_optimizer.sweep.values"):
         importlib.import_module(name)
-    for name in ("executorch.backends.arm.ethosu.backend", "executorch.backends.arm.tosa.backend",
-                 "executorch.backends.arm.quantizer", "mlia.backend.vela.compiler", "mlia.target.registry"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
     _look_up_once()
 
 
 def _look_up_once() -> None:
     """What every trial would look up again, looked up in the host (files read, no torch op; each kept by a
-    per-process cache the children inherit): the versions the step and compile keys carry, and MLIA's resource folders
-    (an Ethos-U compile key reads MLIA's target profile, which walks the file list of every installed distribution:
-    about 4 s that each sample_npu trial paid in its reused INPUT_MODEL's compile-cache hit, under load)."""
-    import contextlib
-
+    per-process cache the children inherit): the versions the step and compile keys carry."""
     from np_optimizer.backends import backends
     from np_optimizer.versions import tool_version
 
     for name in {"torch", "torchao", "executorch", *(tool for b in backends() for tool in b.tool_versions)}:
         tool_version(name)
-    with contextlib.suppress(Exception):  # MLIA is optional; a trial that needs it says so itself
+
+
+_PRIMED: set[str] = set()  # the backends this process primed for
+
+
+def prime(argv: list[str]) -> None:
+    """In the warm host, right after it forked the trial `argv` asks for, once per backend: what every later trial on
+    the trial's backend would do again. A backend MLIA estimates: its modules and MLIA's imported (`_for_mlia`); one
+    with `trace_once` (XNNPACK's pattern graphs, 8 to 12 s a trial): traced in one intra-op thread so that the fork
+    stays safe (backends/traced_once.py; RuntimeError when a thread was left running: the host forks nothing more).
+    A sweep imports only its own backend's tools (Ethos-U's and MLIA's: 3 to 5 s an XNNPACK sweep no longer pays)."""
+    from np_optimizer.backends import get_backend
+    from np_optimizer.backends.traced_once import in_one_thread
+    from np_optimizer.devices import get_device
+    from np_optimizer.workspace import Experiment
+
+    try:
+        backend = get_backend(get_device(Experiment(job_of(argv[0]).experiment_dir).project.device_name).backend)
+    except Exception:  # noqa: BLE001 - a trial whose project cannot be read says so itself, in its child
+        return
+    if backend.name in _PRIMED:
+        return
+    _PRIMED.add(backend.name)
+    if backend.mlia_estimable:
+        _for_mlia(backend.preload)
+    if backend.trace_once is not None:
+        in_one_thread(backend.trace_once)
+
+
+def _for_mlia(preload: Callable[[], None] | None) -> None:
+    """Imports only (no torch op): the backend's own modules and MLIA's; then MLIA's resource folders looked up (an
+    Ethos-U compile key reads MLIA's target profile, which walks the file list of every installed distribution: about
+    4 s that each sample_npu trial paid in its reused INPUT_MODEL's compile-cache hit, under load). Optional: a trial
+    that needs one missing says so itself."""
+    import contextlib
+    import importlib
+
+    with contextlib.suppress(Exception):
+        if preload is not None:
+            preload()
+    for name in ("executorch.backends.arm.quantizer", "mlia.backend.vela.compiler", "mlia.target.registry"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    with contextlib.suppress(Exception):
         from mlia.utils.filesystem import get_mlia_resource_dirs
 
         get_mlia_resource_dirs()

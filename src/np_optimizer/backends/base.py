@@ -95,6 +95,9 @@ class Backend(Record):
     # Imports its lowering needs, run in np's own process before a watched child forks, so that each lowering does
     # not pay them again (ExecuTorch's Arm backend: about 1.5 s).
     preload: Callable[[], None] | None = None
+    # What every process lowering or quantizing for it traces again (pattern graphs), traced once in the sweep's warm
+    # trial host before it forks the trials (backends/traced_once.py: run in one intra-op thread, so the fork is safe).
+    trace_once: Callable[[], None] | None = None
     # Per-layer formats (graph_quantize's `layers:`): the quantizer that gives each node its own scheme (None: the
     # backend has none), and what its compiler refuses in a format, said before anything compiles.
     mixed: MixedBuilder | None = None

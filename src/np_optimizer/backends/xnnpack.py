@@ -112,6 +112,12 @@ def _mixed_quantizer(target: str | None, scheme: str, node_format: NodeFormat) -
     return ComposableQuantizer([s.build(target, other_than(s.name), True) for s in XNNPACK.schemes])
 
 
+def _trace_once() -> None:
+    from np_optimizer.backends.traced_once import xnnpack_patterns
+
+    xnnpack_patterns()
+
+
 XNNPACK = register_backend(Backend(
     name="xnnpack",
     display_name="XNNPACK (ExecuTorch, Arm CPU)",
@@ -137,4 +143,5 @@ XNNPACK = register_backend(Backend(
     rewrites=("avg_pool_for_xnnpack", "mean_keepdim", "drop_constant_attention_mask"),
     no_reason="no XNNPACK kernel for {op}",  # XNNPACK has no config for the op: its partitioner never looks at it
     mixed=_mixed_quantizer,
+    trace_once=_trace_once,
 ))

@@ -15,13 +15,19 @@ needs replacing after a failure or for its memory: only the host itself could, a
 killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
 
 `warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
-child's first parallel region). The child sets torch's threads itself (`threads`: OMP_NUM_THREADS was read when torch
-loaded in the host, and is set in the child's environment for what it starts).
+child's first parallel region). The worker's `prime(argv)`, called after each fork when it has one (the first
+trial of a backend runs meanwhile, tracing for itself as a fresh process would; the host's work is off its path),
+computes once what every later trial would compute again (api/trial.py: the XNNPACK pattern graphs of
+backends/traced_once.py) with torch at one intra-op thread, so no pool starts either; one that leaves a thread
+running raises, and the host forks nothing more (it answers the next request {"number", "refused": why}; np starts
+fresh processes and closes it). The child sets torch's threads
+itself (`threads`: OMP_NUM_THREADS was read when torch loaded in the host, and is set in the child's environment for
+what it starts).
 
 The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per
 request {"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it
-answers {"number", "pid"} after the fork and {"number", "exit"} (a signal as its negative number, like Popen) when it
-reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
+answers {"number", "pid"} after the fork (or {"number", "refused"}, above) and {"number", "exit"} (a signal as its
+negative number, like Popen) when it reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
 child dies with the host, so nothing outlives np.
 """
 
@@ -78,6 +84,7 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
     signal.signal(signal.SIGCHLD, lambda _s, _f: None)
     die_with_host = dies_with_parent()  # looked up once, here: the child only calls it
     children: dict[int, int] = {}  # pid -> trial number
+    refused: str | None = None  # why this host forks no more (its prime left a thread running)
     try:
         while True:
             ready, _, _ = select.select([control, wake_r], [], [])
@@ -91,14 +98,34 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
                 if not data:
                     return  # np closed it: the sweep is done or gone
                 request = json.loads(data)
+                if refused:  # a thread runs here now: a fork could hang; np starts fresh processes instead
+                    for fd in fds:
+                        os.close(fd)
+                    _send(control, {"number": request["number"], "refused": refused})
+                    continue
                 pid = _fork(module, request, fds, lambda: _child_setup(control, wake_r, wake_w, die_with_host))
                 children[pid] = int(request["number"])
                 _send(control, {"number": request["number"], "pid": pid})
+                refused = _prime(module, request)  # after the fork: this trial does not wait; the next ones gain
             _reap(control, children)
     finally:
         for pid in children:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _prime(module: ModuleType, request: dict[str, Any]) -> str | None:
+    """The worker's `prime(argv)`, when it has one, right after the trial's fork (while that trial runs): what every
+    trial would compute again, computed once here (in one thread) for the trials forked next; why the host cannot
+    fork any more when it raised."""
+    prime = getattr(module, "prime", None)
+    if not callable(prime):
+        return None
+    try:
+        prime(list(request["argv"]))
+    except Exception as exc:  # noqa: BLE001 - said to np, which falls back to fresh processes
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _reap(control: socket.socket, children: dict[int, int]) -> None:

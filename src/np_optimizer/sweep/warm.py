@@ -85,6 +85,7 @@ class WarmHost:
         self._replied = threading.Condition(self._lock)
         self._gone = False  # the listening thread heard the host's end
         self._ready = False  # its imports are done: it reads the socket
+        self._refused: str | None = None  # why it stopped forking (host.py's prime), when it said
         try:
             self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError as exc:
@@ -156,10 +157,12 @@ class WarmHost:
         finally:
             os.close(write_end)  # the host holds it now; ours would keep the pipe open after the child's end
         with self._replied:
-            self._replied.wait_for(lambda: trial.pid or trial.returncode is not None or self._gone, 60)
+            # READY_TIMEOUT_S: the host may be priming (after its previous fork) before it reads this request
+            self._replied.wait_for(lambda: trial.pid or trial.returncode is not None or self._gone
+                                   or self._refused is not None, READY_TIMEOUT_S)
         if not trial.pid:
             self._forget(number, trial)
-            raise HostUnavailable("it did not start the trial")
+            raise HostUnavailable(self._refused or "it did not start the trial")
         self.forked += 1
         return trial
 
@@ -186,6 +189,8 @@ class WarmHost:
                 elif trial is not None and "exit" in message:
                     del self._trials[number]
                     trial._exited(int(message["exit"]))
+                elif "refused" in message:  # it forks nothing more: the trial starts as a fresh process
+                    self._refused = str(message["refused"])
                 self._replied.notify_all()
         with self._replied:
             self._gone = True
