@@ -36,19 +36,31 @@ def test_bad_sensitivity_is_a_line_with_a_hint(tmp_path: Path, value: str, devic
     assert "sensitivity: [W8-A8, W8-A16]" in str(found[0].hint)
 
 
-def test_greedy_moves_take_free_gains_first_then_gain_per_unit_of_cost() -> None:
+def test_greedy_moves_order_by_gain_per_unit_of_cost_a_free_move_priced_as_a_typical_one() -> None:
     from np_optimizer.pipeline.sensitivity import greedy_moves
 
     def cells(loss16: float | None, cost8: float, cost16: float) -> dict[str, dict[str, Any]]:
         return {"W8-A8": {"snr_loss_db": 0.0, "cost": cost8}, "W8-A16": {"snr_loss_db": loss16, "cost": cost16}}
 
-    rows = {"a": cells(6.0, 100, 400), "b": cells(4.0, 100, 120), "free": cells(1.0, 50, 40),
-            "none": cells(0.0, 10, 20), "unmeasured": cells(None, 10, 20)}
+    # priced above zero: a +300, b +20, c +100, nearly +1 (median 60); `free` (-10), `nearly` and b are priced at 60,
+    # and so is `unpriced` (the table has no W8-A16 row for it): b 0.067 dB per unit, unpriced 0.05, nearly 0.033,
+    # a 0.02, free 0.017, c 0.005. Without the floor `free` and `nearly` would go first (the table's 0 and 1 leave out
+    # the RESCALEs a move adds at its boundaries) and `unpriced` last
+    rows = {"a": cells(6.0, 100, 400), "b": cells(4.0, 100, 120), "c": cells(0.5, 100, 200),
+            "free": cells(1.0, 50, 40), "nearly": cells(2.0, 10, 11), "none": cells(0.0, 10, 20),
+            "unmeasured": cells(None, 10, 20), "unpriced": {"W8-A8": {"snr_loss_db": 0.0, "cost": 10},
+                                                             "W8-A16": {"snr_loss_db": 3.0, "cost": None}}}
     moves = greedy_moves(rows, "W8-A8")
-    assert [(m["module"], m["format"]) for m in moves] == [("free", "W8-A16"), ("b", "W8-A16"), ("a", "W8-A16")]
-    assert [m["extra_cost"] for m in moves] == [-10, 20, 300]
-    assert moves[-1]["predicted_snr_gain_db"] == 11.0 and moves[-1]["predicted_extra_cost"] == 310
-
+    assert [m["module"] for m in moves] == ["b", "unpriced", "nearly", "a", "free", "c"]
+    assert [m["extra_cost"] for m in moves] == [20, None, 1, 300, -10, 100]  # the table's own figures
+    assert [m["predicted_extra_cost"] for m in moves[:2]] == [20, None] and moves[-1]["predicted_extra_cost"] is None
+    assert moves[-1]["predicted_snr_gain_db"] == 16.5
+    # no move costs more than nothing: by gain, the unpriced one priced free too; weight bytes (exact) leave it out
+    free = {"x": cells(1.0, 5, 5), "y": cells(2.0, 5, 4), "z": {"W8-A8": {"snr_loss_db": 0.0, "cost": 5},
+                                                               "W8-A16": {"snr_loss_db": 1.5, "cost": None}}}
+    assert [m["module"] for m in greedy_moves(free, "W8-A8")] == ["y", "z", "x"]
+    assert [m["module"] for m in greedy_moves({**rows, **free}, "W8-A8", measured=False)] == [
+        "y", "free", "x", "nearly", "b", "a", "c"]
 
 def _run(tmp_path: Path, device: str, sensitivity: str) -> tuple[Path, dict[str, Any]]:
     from np_optimizer import api

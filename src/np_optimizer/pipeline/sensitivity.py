@@ -33,6 +33,7 @@ file is kept in artifacts/sensitivity/.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,28 +110,54 @@ class _Quantizer:
             return snr_db(self.reference, [program.module()(*x) for x in self.inputs])
 
 
-def greedy_moves(rows: dict[str, dict[str, dict[str, Any]]], base: str) -> list[dict[str, Any]]:
+def greedy_moves(rows: dict[str, dict[str, dict[str, Any]]], base: str, *, measured: bool = True
+                 ) -> list[dict[str, Any]]:
     """The per-layer moves out of the base format in greedy order, as AIMET's AMP orders them: each layer's best move
-    (the format with the most SNR gained per unit of extra cost), moves that gain SNR at no extra cost first (by gain),
-    then by gain per unit of cost; moves that gain nothing are left out. `predicted_*` sums the per-layer figures
-    along the order: a prediction (the layers' effects do not simply add), never a measurement."""
-    best: list[tuple[float, float, str, str, float, float]] = []
+    (the format with the most SNR gained per unit of extra cost), then the moves by gain per unit of cost; moves that
+    gain nothing are left out. A measured cost (the target's table) is floored at the median extra cost of the moves
+    it prices above zero: the table's small differences are not the target's (a move adds int8/int16 RESCALEs at its
+    boundaries that no per-layer row holds; on the bench's transformer the moves Vela priced at 0 or 1 extra cycle,
+    taken first, cost 8% of the latency for no measured gain), so a move priced free or nearly free competes on its
+    gain with a typical priced move instead of going ahead of every one. A move the table does not price (a layer its
+    rows do not name in a format: `extra_cost` None) is priced as a typical priced move too: at that median, or free
+    when no priced move costs more than nothing. Without a median the moves that cost nothing go first, by gain, then
+    by gain per unit of cost. Exact costs (`measured=False`: weight bytes) are not floored and a move without one is
+    left out. `predicted_*` sums the table's own figures along the order (the cost None from the first unpriced move):
+    a prediction (the layers' effects do not simply add), never a measurement."""
+    options: list[tuple[str, str, float, float | None]] = []
     for module, cells in rows.items():
         base_cost = cells[base].get("cost")
-        options = []
         for fmt, cell in cells.items():
             gain, cost = cell.get("snr_loss_db"), cell.get("cost")
-            if fmt == base or gain is None or gain <= 0 or cost is None or base_cost is None:
-                continue
-            extra = float(cost) - float(base_cost)
-            options.append((0 if extra <= 0 else 1, -gain if extra <= 0 else -gain / extra, module, fmt, gain, extra))
-        if options:
-            best.append(min(options))
-    out, gained, spent = [], 0.0, 0.0
-    for _free, _order, module, fmt, gain, extra in sorted(best):
-        gained, spent = gained + gain, spent + extra
-        out.append({"module": module, "format": fmt, "snr_gain_db": round(gain, 3), "extra_cost": round(extra, 6),
-                    "predicted_snr_gain_db": round(gained, 3), "predicted_extra_cost": round(spent, 6)})
+            if fmt != base and gain is not None and gain > 0:
+                options.append((module, fmt, float(gain),
+                                None if cost is None or base_cost is None else float(cost) - float(base_cost)))
+    priced = [extra for *_, extra in options if extra is not None and extra > 0]
+    floor = statistics.median(priced) if priced and measured else None
+    if not measured:
+        options = [o for o in options if o[3] is not None]
+
+    def rank(option: tuple[str, str, float, float | None]) -> tuple[int, float]:  # the smaller the better
+        _module, _fmt, gain, extra = option
+        cost = extra if extra is not None else floor or 0.0  # unpriced: as a typical priced move
+        if floor is not None:
+            return 0, -gain / max(cost, floor)
+        return (0, -gain) if cost <= 0 else (1, -gain / cost)  # a free gain first
+
+    best: dict[str, tuple[str, str, float, float | None]] = {}
+    for option in options:
+        if option[0] not in best or rank(option) < rank(best[option[0]]):
+            best[option[0]] = option
+    out: list[dict[str, Any]] = []
+    gained, spent = 0.0, 0.0
+    known = True
+    for module, fmt, gain, extra in sorted(best.values(), key=lambda o: (*rank(o), o[0], o[1])):
+        gained, known = gained + gain, known and extra is not None
+        spent += extra or 0.0
+        out.append({"module": module, "format": fmt, "snr_gain_db": round(gain, 3),
+                    "extra_cost": None if extra is None else round(extra, 6),
+                    "predicted_snr_gain_db": round(gained, 3),
+                    "predicted_extra_cost": round(spent, 6) if known else None})
     return out
 
 

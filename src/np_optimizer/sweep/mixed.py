@@ -14,7 +14,9 @@
    `budget: latency` prices them by the target's figures (Vela's cycles on Ethos-U, traced times for XNNPACK; from
    the base, the file's own `moves`), `budget: size` by the layer's weight bytes in each format. `<input>` and
    `<output>` cost 0 in both (no row of their own in the target's table: their cost shows in their readers' and
-   writers' rows), so they move first when they gain SNR.
+   writers' rows). A latency the table prices at (nearly) nothing is floored at the median priced move's: each move
+   adds int8/int16 RESCALEs at its boundaries that no row holds, so a free move competes on its gain; a layer the
+   table does not price in a format is priced at that median too (greedy_moves).
 3. One trial per point k along that order (the first k moves as graph_quantize `layers:`), k spread over the
    moves, over the scheme `rest:` names (by default `from:`'s): the base scheme with the k layers moved, or the
    widest scheme with the layers not moved dropped to the base (the ops outside weighted layers, as adds, softmax
@@ -143,16 +145,17 @@ def _rows(doc: dict[str, Any], budget: str, strategy: Strategy) -> dict[str, dic
 
 
 def ordered_moves(doc: dict[str, Any], budget: str, strategy: Strategy) -> list[dict[str, Any]]:
-    """The greedy moves out of the base (pipeline/sensitivity.greedy_moves: SNR gained per unit of extra cost, free
-    gains first): the file's own `moves` when it was measured from the base for latency; for size (each cell's cost
-    the layer's weight bytes in the format) or from the widest candidate, the same order over _rows. Then the layers
-    that gain SNR but whose cost the target's tool did not give (a layer its per-layer table does not name): after
-    the priced moves, by gain, their cost unknown (None)."""
+    """The greedy moves out of the base (pipeline/sensitivity.greedy_moves: SNR gained per unit of extra cost, a
+    latency priced free or nearly free, or not priced, as the median priced move's): the file's own `moves` when it
+    was measured from the base for latency; for size (each cell's cost the layer's weight bytes in the format) or from
+    the widest candidate, the same order over _rows. Then the layers that gain SNR but that order left out (a layer
+    without a cost for size, or a file's `moves` written before unpriced layers joined them): by gain, their cost
+    unknown (None)."""
     from np_optimizer.pipeline.sensitivity import greedy_moves
 
     rows = _rows(doc, budget, strategy)
     moves = [dict(m) for m in doc.get("moves") or []] if budget == "latency" and strategy.measure_from == "base" \
-        else greedy_moves(rows, strategy.candidates[0])
+        else greedy_moves(rows, strategy.candidates[0], measured=budget == "latency")
     return moves + _unpriced(rows, strategy.candidates[0], {str(m["module"]) for m in moves},
                              moves[-1]["predicted_snr_gain_db"] if moves else 0.0)
 
