@@ -122,6 +122,7 @@ def kws() -> tuple[Any, tuple[torch.Tensor, ...]]:
 # avg_pool_as_mean
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_the_u55_pool_goes_to_the_npu_as_a_slice_and_a_mean(kws: Any, tmp_path: Path) -> None:
     program, example = kws
     assert _left_out(program, U55, example, tmp_path / "before") == ({"aten.avg_pool2d"}, {POOL_REASON})
@@ -146,6 +147,7 @@ def test_a_pool_that_tiles_its_map_but_strides_over_3_is_rewritten_for_the_u55()
     _within_go_tolerance(program, rewritten, example)
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_windows_side_by_side_become_one_mean_each_for_the_u55(tmp_path: Path) -> None:
     """A (12, 5) pool on the 25x5 map: two windows, the last row read by none (the Arm lowering pads it: refused for
     the kernel over 8). Written as the 24 rows the windows read and an adaptive pool to (2, 1), the U55 takes it."""
@@ -160,6 +162,7 @@ def test_windows_side_by_side_become_one_mean_each_for_the_u55(tmp_path: Path) -
     assert _left_out(rewritten, U55, example, tmp_path / "after") == (set(), set())
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_a_target_that_takes_the_pool_keeps_it(kws: Any, tmp_path: Path) -> None:
     """The U85 and XNNPACK take the (24, 5) pool: the program is not rewritten (and the U85 lowers it whole)."""
     program, example = kws
@@ -181,6 +184,7 @@ def test_a_pool_the_u55_takes_or_one_no_mean_per_window_computes_is_left_alone(p
 # mean_keepdim
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_the_xnnpack_mean_goes_to_the_delegate_with_keepdim(tmp_path: Path) -> None:
     program, example = _export(MeanHead(), (1, 3, 16, 16))
     assert _left_out(program, CPU, example, tmp_path / "before") == ({"aten.mean.dim"}, {MEAN_REASON})
@@ -192,6 +196,7 @@ def test_the_xnnpack_mean_goes_to_the_delegate_with_keepdim(tmp_path: Path) -> N
     assert _left_out(rewritten, CPU, example, tmp_path / "after") == (set(), set())
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_the_npu_takes_the_mean_as_written(tmp_path: Path) -> None:
     """The Arm backend lowers a mean without keepdim (a sum and a multiply): graph_optimize leaves it for both NPUs."""
     program, example = _export(MeanHead(), (1, 3, 16, 16))
@@ -222,6 +227,7 @@ class PoolNet(nn.Module):
         return self.head(self.smooth(self.pool(torch.relu(self.conv(x)))))
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_the_xnnpack_pools_go_to_the_delegate(tmp_path: Path) -> None:
     """`pool`: ceil mode that adds no window on the 16x16 map; `smooth`: padding counted in the average."""
     program, example = _export(PoolNet(nn.AvgPool2d(2, ceil_mode=True), nn.AvgPool2d(3, stride=1, padding=1)),
@@ -273,6 +279,7 @@ class Attention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(1, n, 16))
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_an_attention_mask_that_masks_nothing_leaves_the_u55_cpu(tmp_path: Path) -> None:
     program, example = _export(Attention(), (1, 8, 16))
     outside, reasons = _left_out(program, U55, example, tmp_path / "before")
@@ -285,6 +292,7 @@ def test_an_attention_mask_that_masks_nothing_leaves_the_u55_cpu(tmp_path: Path)
     assert _left_out(rewritten, U55, example, tmp_path / "after") == (set(), set())
 
 
+@pytest.mark.heavy  # lowers for the device, before and after the rewrite
 def test_an_attention_mask_that_masks_nothing_leaves_the_portable_kernels(tmp_path: Path) -> None:
     """On XNNPACK the mask's arange, ge and where have no kernel and run on ExecuTorch's portable ones: the rewrite
     removes them (what stays outside is scaled_dot_product_attention's own decomposition, with or without a mask)."""

@@ -3,9 +3,12 @@ values are those of the program run plainly."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import FinishedRun
 
 
+@pytest.mark.np_run  # reads conftest's mlp_pi_run: a full np run in a subprocess
 def test_a_quantized_programs_weight_dequantize_is_computed_once_with_the_same_values(mlp_pi_run: FinishedRun) -> None:
     import torch
 
