@@ -101,6 +101,11 @@ class Strategy:
     rest: str | None = None  # mixed: the points' scheme, the format of what no move names (widest|base; None: from's)
 
     @property
+    def points_scheme(self) -> str:
+        """mixed: the scheme the points are built on, `rest:` or, without it, `from:`'s."""
+        return self.rest or self.measure_from
+
+    @property
     def fixed_space(self) -> bool:
         """Strategies that vary the layers themselves: every space line takes one value (it applies to each trial)."""
         return self.name in ("layers", "mixed")

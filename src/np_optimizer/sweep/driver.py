@@ -73,8 +73,8 @@ def sweep_key(sweep: SweepConfig) -> str:
         "measure_on": sweep.measure_on, "layers_scheme": sweep.strategy.scheme}
     if sweep.strategy.name == "mixed":  # only then: the keys of the sweeps before it stay as they were
         shape["mixed"] = [list(sweep.strategy.candidates), sweep.strategy.budget, sweep.strategy.measure_from]
-        if (sweep.strategy.rest or sweep.strategy.measure_from) != sweep.strategy.measure_from:
-            shape["mixed"].append(sweep.strategy.rest)  # only then: a sweep without `rest:` keeps its key
+        if sweep.strategy.points_scheme != sweep.strategy.measure_from:
+            shape["mixed"].append(sweep.strategy.points_scheme)  # only then: a sweep without `rest:` keeps its key
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -194,7 +194,7 @@ def plan_points(doc: dict[str, Any], strategy: Strategy) -> tuple[list[MixedPoin
     out = []
     for k in spread(len(moves), strategy.points):
         taken = {str(m["module"]): str(m["format"]) for m in moves[:k]}
-        if (strategy.rest or strategy.measure_from) == "widest":  # the widest scheme, the rest set layer by layer
+        if strategy.points_scheme == "widest":  # the widest scheme, the rest set layer by layer
             point = MixedPoint(widest, k, {m: fmt for m in weighted if (fmt := taken.get(m, base)) != widest})
         else:
             point = MixedPoint(base, k, taken)
