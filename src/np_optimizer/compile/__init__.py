@@ -24,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.backends import Backend, get_backend
+from np_optimizer.adapters.torch_private import shared_provenance
+from np_optimizer.backends import get_backend
 from np_optimizer.compile.cache import ENTRY_FILE, CachedCompile, CompileCache
 from np_optimizer.compile.result import CompileResult, read_compile_record, write_compile_record
 from np_optimizer.devices import Device
@@ -181,24 +182,18 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
     return CompileResult(**base, **fields, seconds=round(time.perf_counter() - start, 3))
 
 
+@shared_provenance()
 def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) -> dict[str, Any]:
     """Lower through the device's backend (which writes nothing of np's), then write what it gave: the per-op layer
     file (read before to_executorch, whose passes rewrite the graph), the .pte (atomic: a crash never leaves half a
     .pte), and the record's fields. Lowering runs with shared provenance records (adapters/torch_private.py): the
     same programs and files, less copying."""
-    from np_optimizer.adapters.torch_private import shared_provenance
-
-    backend = get_backend(device.backend)
-    with shared_provenance():
-        return _lowered_and_written(program, device, out_dir, backend)
-
-
-def _lowered_and_written(program: ExportedProgram, device: Device, out_dir: Path, backend: Backend) -> dict[str, Any]:
     from np_optimizer.files import write_bytes
     from np_optimizer.graph.delegation import delegation_stats, planned_arena_bytes
     from np_optimizer.layers.graph import write_program_layers
     from np_optimizer.layers.trace_map import delegate_handles, write_trace_files
 
+    backend = get_backend(device.backend)
     found = backend.lower(program, device.mlia_target, out_dir)
     edge = found.edge
     stage("writing the .pte")
