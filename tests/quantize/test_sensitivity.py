@@ -62,6 +62,23 @@ def test_greedy_moves_order_by_gain_per_unit_of_cost_a_free_move_priced_as_a_typ
     assert [m["module"] for m in greedy_moves({**rows, **free}, "W8-A8", measured=False)] == [
         "y", "free", "x", "nearly", "b", "a", "c"]
 
+def test_the_validation_split_is_the_dataset_past_the_calibration_and_evaluation_samples(tmp_path: Path) -> None:
+    """The sensitivity's held-out inputs (pipeline/sensitivity.py): files that neither calibrate nor score a trial."""
+    import torch
+
+    from np_optimizer.models.inputs import evaluation_inputs, validation_inputs
+
+    example = (torch.zeros(1, 3),)
+    for i in range(13):
+        torch.save(torch.full((1, 3), float(i)), tmp_path / f"{i:03d}.pt")
+    seen = validation_inputs(tmp_path, example, skip=4 + 7, limit=16)  # 4 calibrate, the example and 7 evaluate
+    evaluated = evaluation_inputs(tmp_path, example, 8, seed=0, skip=4)
+    assert [int(x[0][0, 0]) for x in seen.samples] == [11, 12] and "after the first 11" in seen.source
+    assert not {int(x[0][0, 0]) for x in seen.samples} & {int(x[0][0, 0]) for x in evaluated.samples[1:]}
+    assert [int(x[0][0, 0]) for x in validation_inputs(tmp_path, example, 4, limit=2).samples] == [4, 5]
+    assert validation_inputs(tmp_path, example, 20, 16).samples == [] == validation_inputs(None, example, 0, 16).samples
+
+
 def _run(tmp_path: Path, device: str, sensitivity: str) -> tuple[Path, dict[str, Any]]:
     from np_optimizer import api
 
@@ -73,6 +90,8 @@ def _run(tmp_path: Path, device: str, sensitivity: str) -> tuple[Path, dict[str,
     doc = json.loads((exp / "01_graph_quantize" / "artifacts" / "layers_sensitivity.json").read_text())
     job = json.loads((exp / "01_graph_quantize" / "job.json").read_text())
     assert job["changes"]["sensitivity"]["most_sensitive"] == "cancel"
+    # no dataset, so no held-out split: the calibration samples alone, as the file says
+    assert (doc["snr"]["calibration_samples"], doc["snr"]["validation_samples"]) == (2, 0)
     # each format's per-layer file is kept; its compile and round (a .pt2, a .pte, Vela's output) are not
     kept = sorted(p.name for p in (exp / "01_graph_quantize" / "artifacts" / "sensitivity").iterdir())
     assert kept == sorted(f"{fmt}.layers.json" for fmt in doc["formats"]) == sorted(

@@ -11,7 +11,8 @@ from np_optimizer.errors import ConfigError, first_line
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["InputSet", "calibration_inputs", "evaluation_inputs", "check_dataset", "GENERATED_WARNING"]
+__all__ = ["InputSet", "calibration_inputs", "evaluation_inputs", "validation_inputs", "check_dataset",
+           "GENERATED_WARNING"]
 
 GENERATED_WARNING = (
     "No calibration dataset: {n} generated samples shaped like the example input (Gaussian noise; random ids for "
@@ -167,3 +168,13 @@ def evaluation_inputs(dataset: Path | None, example: tuple[torch.Tensor, ...], n
         samples += _generated(example, missing, seed + 1)
         parts.append(f"{missing} generated (seed {seed + 1})")
     return InputSet(samples, " + ".join(parts))
+
+
+def validation_inputs(dataset: Path | None, example: tuple[torch.Tensor, ...], skip: int, limit: int) -> InputSet:
+    """Up to `limit` dataset samples past the first `skip` (the calibration and the evaluation samples): inputs that
+    neither calibrate nor score a program, for choices made before the score (graph_quantize's `sensitivity:`).
+    Empty without a dataset or past its end."""
+    chosen = _files(dataset)[skip:skip + limit] if dataset is not None else []
+    return InputSet([_load_file(p, example) for p in chosen],
+                    f"dataset {dataset.name} ({len(chosen)} files after the first {skip})" if dataset is not None
+                    else "none (no dataset)")

@@ -52,6 +52,16 @@ class RunContext:
         return calibration_inputs(self.calibration_dir, self.example_inputs, num_samples,
                                   int(self.config.detail.globals["seed"]))
 
+    def validation(self, limit: int) -> InputSet:
+        """The dataset's samples past the calibration and the evaluation ones (models/inputs.validation_inputs)."""
+        from np_optimizer.config.steps import calibration_samples
+        from np_optimizer.models.inputs import validation_inputs
+
+        # the evaluation inputs are the example input and the dataset's files after the calibration ones
+        skip = calibration_samples(self.config.detail.steps) + int(self.config.detail.globals["evaluation"]
+                                                                   ["num_samples"]) - 1
+        return validation_inputs(self.calibration_dir, self.example_inputs, skip, limit)
+
 
 @dataclass
 class StepContext:

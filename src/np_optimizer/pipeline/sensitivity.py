@@ -10,11 +10,15 @@ Written to the step's artifacts as layers_sensitivity.json (SENSITIVITY_FILE) an
 SNR: the base model is the step's input quantized all in the base format; for each (layer, other format) the same
 input quantized with only that layer in the other format (graph_quantize's `layers:` machinery, so the real quantized
 program, RESCALEs at the boundaries and the neighbours' input formats included), calibrated on the step's own
-calibration samples; each program's output SNR against the step's float input on those same samples. Why those and
-not the held-out evaluation inputs: every format is calibrated on the same samples, so on them the SNR moves with the
-format's precision only; on held-out inputs the clipping of ranges two samples did not cover (the same in every
-format) can hide it. `snr_loss_db` = SNR(only this layer in the format) - SNR(base): what the model loses by keeping
-the layer in the base format.
+calibration samples; each program's output SNR against the step's float input on those samples and on up to
+VALIDATION_SAMPLES of the dataset's samples past the calibration and the evaluation ones (RunContext.validation: a
+split that neither calibrates nor scores a program, so the SNR np reports for a trial stays on inputs its plan never
+saw). Why not the calibration samples alone: on them every range is covered, so a layer whose int8 range clips inputs
+the calibration did not show looks free (on the bench's cnn_raw an int8 `<output>`: +0.04 dB on 4 calibration
+samples, -6 dB on held-out inputs; on its transformer `<output>` and head: +0.7 and -4 dB on calibration samples,
+-4.5 and -4.8 dB on 5 held-out ones). Without a dataset (or none past the evaluation samples) the calibration samples
+alone, as the file says (`snr.validation_samples`: 0). `snr_loss_db` = SNR(only this layer in the format) -
+SNR(base): what the model loses by keeping the layer in the base format.
 
 Cost: one compile of the whole model per candidate format (every layer in it; the backend's limits still apply, e.g.
 U55 int16 matmuls stay int8) gives every layer's cost in that format at once, from the tool np profiles with: Vela's
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SENSITIVITY_FILE", "candidates_for", "greedy_moves", "layer_params", "analyse", "sensitivity_step"]
 
+VALIDATION_SAMPLES = 16  # at most, of the dataset's samples past the evaluation ones
 _HOST_MEASURE = {"num_executions": 3, "warmup": 1, "num_layer_executions": 5, "timeout": 120}
 
 
@@ -82,7 +87,8 @@ class _Quantizer:
         import torch
 
         self.ctx, self.samples, self.always_float = ctx, samples, always_float
-        self.inputs = samples  # the calibration samples: see the module's docstring
+        self.validation = ctx.run.validation(VALIDATION_SAMPLES)
+        self.inputs = [*samples, *self.validation.samples]  # see the module's docstring
         with torch.no_grad():
             self.reference = [ctx.program.module()(*x) for x in self.inputs]
 
@@ -233,8 +239,10 @@ def analyse(ctx: StepContext, asked: tuple[str, ...], samples: list[Any],
     seconds = {"snr": round(snr_seconds, 2), "total": round(time.perf_counter() - start, 2)}
     document = {"schema_version": 1, "checkpoint": "GRAPH_QUANTIZE", "device": device.name, "base": formats[0],
                 "formats": list(formats), "base_snr_db": _db(base_snr),
-                "snr": {"vs": "the step's input program (float)", "inputs": "the step's calibration samples",
-                        "calibration_samples": len(samples),
+                "snr": {"vs": "the step's input program (float)",
+                        "inputs": "the step's calibration samples and the dataset's past the evaluation samples",
+                        "calibration_samples": len(samples), "validation_samples": len(q.validation.samples),
+                        "validation": q.validation.source,
                         "how": "output SNR of the model quantized in the base format with only this layer in the "
                                "format; snr_loss_db: that SNR minus the base model's (what the layer loses in the "
                                "base format)"},
