@@ -185,7 +185,7 @@ DETAIL_YAML = "detail:\n  graph_quantize[0]:\n    calibration:\n      num_sample
 SWEEP_YAML = """version: "1.0"
 method: mlia
 objectives: [{{latency: min}}, {{snr: max}}]
-strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, points: {points}, from: {measure_from}, rest: {rest}}}}}
+strategy: {{mixed: {{candidates: [W8-A8, W8-A16], budget: latency, from: {measure_from}{extra}}}}}
 """
 DEVICES = ("corstone_300", "alif_e8")
 print = functools.partial(print, flush=True)  # noqa: A001  (a long run: each model's table as soon as it is done)
@@ -212,8 +212,11 @@ def _project(root: Path, source: Path, model: str, device: str, samples: int) ->
     return exp.parent
 
 
-def _sweep(project: Path, points: int, measure_from: str, rest: str) -> tuple[float, dict[str, Any], str]:
-    (project / "sweep.yaml").write_text(SWEEP_YAML.format(points=points, measure_from=measure_from, rest=rest))
+def _sweep(project: Path, points: int | None, measure_from: str, rest: str | None
+           ) -> tuple[float, dict[str, Any], str]:
+    # points and rest only when asked: else the strategy's defaults (8 trials; each k over both schemes)
+    extra = "".join(f", {key}: {value}" for key, value in (("points", points), ("rest", rest)) if value is not None)
+    (project / "sweep.yaml").write_text(SWEEP_YAML.format(measure_from=measure_from, extra=extra))
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "np_optimizer", "sweep", "--workers", "1"], cwd=project,
                           capture_output=True, text=True, env=os.environ.copy())
@@ -239,11 +242,11 @@ def _verdict(points: list[dict[str, Any]]) -> tuple[str, str]:
 
 def _points(record: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for t in sorted(record["trials"], key=lambda t: (t["params"]["mixed.scheme"] == "mixed", t["params"]["mixed.moves"],
-                                                      t["number"])):
-        scheme, k = t["params"]["mixed.scheme"], t["params"]["mixed.moves"]
+    for t in sorted(record["trials"], key=lambda t: (t["params"]["mixed.scheme"].startswith("mixed"),
+                                                      t["params"]["mixed.moves"], t["number"])):
+        scheme, k = t["params"]["mixed.scheme"], t["params"]["mixed.moves"]  # "mixed", or "mixed base|widest"
         values = t.get("values") or {}
-        out.append({"label": scheme if scheme != "mixed" else f"mixed k={k}", "state": t["state"],
+        out.append({"label": scheme if not scheme.startswith("mixed") else f"{scheme} k={k}", "state": t["state"],
                     "latency": values.get("LATENCY"), "snr": values.get("SNR"), "formats": t.get("formats") or {},
                     "reason": t.get("reason")})
     return out
@@ -274,14 +277,14 @@ def _fmt(value: float | None, digits: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=int, default=3)
+    parser.add_argument("--points", type=int, default=None, help="mixed trials (default: the strategy's, 8)")
     parser.add_argument("--samples", type=int, default=4, help="calibration samples")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--devices", default=",".join(DEVICES))
     parser.add_argument("--from", dest="measure_from", default="widest", choices=("base", "widest"),
                         help="the uniform trial that measures the sensitivity (the strategy's `from`)")
-    parser.add_argument("--rest", choices=("base", "widest"), default=None,
-                        help="the mixed points' scheme (the strategy's `rest`; default: --from's)")
+    parser.add_argument("--rest", choices=("both", "base", "widest"), default=None,
+                        help="the mixed points' scheme (the strategy's `rest`; default: the strategy's, both)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="np-bench-mixed-"))
     os.environ["NP_CACHE_DIR"] = str(root / "cache")
@@ -293,19 +296,19 @@ def main() -> None:
     for model in args.models.split(","):
         for device in args.devices.split(","):
             project = _project(root / "ws", root / "models.py", model, device, args.samples)
-            wall, record, failed = _sweep(project, args.points, args.measure_from, args.rest or args.measure_from)
+            wall, record, failed = _sweep(project, args.points, args.measure_from, args.rest)
             points = _points(record)
             done, above = _verdict(points)
             print(f"\n{model} on {device}: search {wall:.0f} s ({len(points)} trials){'; np sweep failed' if failed else ''}")
             if failed:
                 print("  " + failed.strip().splitlines()[-1][:200])
-            print(f"  {'point':<12} {'latency (ms)':>13} {'SNR (dB)':>9}  formats / reason")
+            print(f"  {'point':<18} {'latency (ms)':>13} {'SNR (dB)':>9}  formats / reason")
             for p in points:
                 said = ", ".join(f"{m}: {f}" for m, f in p["formats"].items()) or ("uniform" if p["state"] ==
                                                                                    "complete" else "")
                 if p["state"] != "complete":
                     said = f"{p['state']}: {p['reason']}"
-                print(f"  {p['label']:<12} {_fmt(p['latency'], 4):>13} {_fmt(p['snr'], 2):>9}  {said[:110]}")
+                print(f"  {p['label']:<18} {_fmt(p['latency'], 4):>13} {_fmt(p['snr'], 2):>9}  {said[:110]}")
             print(f"  {sensitivity_line(project, record)}")
             print(f"  done-when (SNR within 1 dB of W8-A16, latency nearer W8-A8's): {done}")
             print(f"  a mixed point above the line between the uniform points: {above}")

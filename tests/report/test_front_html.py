@@ -132,12 +132,14 @@ def test_mixed_points_are_ringed_and_labelled_beside_the_uniform_ones() -> None:
                        note="mixed, 1 move(s): W8-A8, but conv1 W8-A16" if formats else f"uniform {scheme}")
 
     record = replace(_record(point(0, "W8-A8", 0, 10.0, 20.0, {}), point(1, "W8-A16", 0, 16.0, 40.0, {}),
-                             point(2, "mixed", 1, 11.0, 39.0, {"conv1": "W8-A16"})), strategy="mixed")
+                             point(2, "mixed", 1, 11.0, 39.0, {"conv1": "W8-A16"}),
+                             point(3, "mixed widest", 2, 15.0, 41.0, {"fc": "W8-A8"})), strategy="mixed")
     view = front_view(record)
     assert view.point(2) is not None and view.point(2).formats == {"conv1": "W8-A16"}  # type: ignore[union-attr]
     svg, caption = front_scatter(view, {})
-    assert svg is not None and svg.count('class="mixed-ring"') == 1
-    assert svg.count('data-kind="uniform"') == 2 and svg.count('data-kind="mixed"') == 1
+    assert svg is not None and svg.count('class="mixed-ring"') == 2
+    assert svg.count('data-kind="uniform"') == 2 and svg.count('data-kind="mixed"') == 2
     assert 'data-formats="conv1: W8-A16"' in svg and "#2 mixed (1 moves)" in svg and "#0 uniform W8-A8" in svg
+    assert "#3 mixed widest (2 moves)" in svg  # `rest: both` labels a point by its scheme
     assert "Ringed points are mixed" in caption
     assert "Trial 2 (experiment_03): mixed, 1 move(s): W8-A8, but conv1 W8-A16" in trial_lines(view)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from np_optimizer.config.sweep import Strategy, validate_sweep
+from np_optimizer.sweep import mixed
 from np_optimizer.sweep.mixed import MixedPoint, apply_point, ordered_moves, plan_points, spread, uniform_points
 from tests.helpers import sensitive_model_source
 
@@ -105,7 +106,7 @@ def test_the_model_input_is_a_move_like_a_layer_and_widest_is_the_default() -> N
     """On Ethos-U the file also measures `<input>` and `<output>` (no row in Vela's table: cost 0 in each format).
     From the widest (the default), the input that loses most in int8 moves first, for free; the points drop what
     was not moved, the input included, as graph_quantize `layers:` names it."""
-    config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", "    points: 8\n")))
+    config, issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", "    points: 8\n    rest: widest\n")))
     assert config is not None and issues == [] and config.strategy.measure_from == "widest"
     doc = {"base": "W8-A16", "formats": ["W8-A16", "W8-A8"], "moves": [], "cost": {"unit": "cycles"},
            "layers": [{"module": m, "params": 0, "formats": {"W8-A16": _cell(0.0, wide), "W8-A8": _cell(loss, cost)}}
@@ -121,6 +122,14 @@ def test_the_model_input_is_a_move_like_a_layer_and_widest_is_the_default() -> N
     assert [(p.scheme, p.layers) for p in over_base] == [
         ("W8-A8", {"<input>": "W8-A16"}), ("W8-A8", {"<input>": "W8-A16", "embed": "W8-A16"}),
         ("W8-A8", {"<input>": "W8-A16", "embed": "W8-A16", "head": "W8-A16"})]
+    # the default, `rest: both`: each k over each scheme, told apart by their label; `points` counts trials
+    default, _issues = validate_sweep(yaml.safe_load(SWEEP.replace("{body}", "    points: 4\n")))
+    assert default is not None and default.strategy.rest == "both"
+    both, _why = plan_points(doc, default.strategy)
+    assert [(p.label, p.moves) for p in both] == [("mixed base", 2), ("mixed widest", 2), ("mixed base", 3),
+                                                  ("mixed widest", 3)]  # spread(3, 2)
+    assert both[0].layers == over_base[1].layers and both[1].layers == points[1].layers
+    assert {p.params["mixed.scheme"] for p in both} <= set(mixed.distributions(default.strategy)["mixed.scheme"].choices)
 
 
 def test_a_point_sets_the_step_and_only_the_first_measures_sensitivity() -> None:
@@ -199,7 +208,7 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
     project = exp.parent
     (project / "sweep.yaml").write_text('version: "1.0"\nmethod: mlia\nobjectives: [{latency: min}, {snr: max}]\n'
                                         'strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 2, '
-                                        'from: base}}\n')
+                                        'from: base, rest: base}}\n')
     plan = run_np("sweep", "--dry-run", "--json", cwd=project).json  # the two uniform trials, each run.yaml checked
     assert (plan["strategy"], plan["budget"]) == ("mixed", 4) and [(t["params"], t["problems"]) for t in plan[
         "trials"]] == [({"mixed.scheme": f, "mixed.moves": 0}, []) for f in ("W8-A8", "W8-A16")]

@@ -98,12 +98,17 @@ class Strategy:
     budget: str | None = None  # mixed: what a move costs, latency or size
     points: int = 0  # mixed: how many mixed trials along the greedy order (the uniform points come on top)
     measure_from: str = "widest"  # mixed: the uniform trial whose per-layer sensitivity orders the moves (widest|base)
-    rest: str | None = None  # mixed: the points' scheme, the format of what no move names (widest|base; None: from's)
+    rest: str | None = None  # mixed: the points' scheme, what no move names (both|widest|base; None: from's)
 
     @property
     def points_scheme(self) -> str:
-        """mixed: the scheme the points are built on, `rest:` or, without it, `from:`'s."""
+        """mixed: the scheme the points are built on (both: each k over each), `rest:` or, without it, `from:`'s."""
         return self.rest or self.measure_from
+
+    @property
+    def points_schemes(self) -> tuple[str, ...]:
+        """mixed: the schemes each k is built over: base and widest for `rest: both`, else points_scheme alone."""
+        return ("base", "widest") if self.points_scheme == "both" else (self.points_scheme,)
 
     @property
     def fixed_space(self) -> bool:

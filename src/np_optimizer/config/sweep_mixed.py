@@ -5,9 +5,11 @@ with the nearest valid name). What the strategy does is in np_optimizer.sweep.mi
       mixed:
         candidates: [W8-A8, W8-A16]   # the formats a layer may take: the base first, the widest last
         budget: latency               # what a move costs: latency (the target's per-layer cycles or times) or size
-        points: 8                     # mixed trials along the greedy order of moves (the two uniform ones on top)
+        points: 8                     # mixed trials along the greedy order of moves (the two uniform ones on top;
+                                      # under `rest: both` two per k)
         from: widest                  # the uniform trial that measures the sensitivity: widest (default) or base
-        rest: widest                  # the format of what no move names (adds, softmax, pools): default `from`'s
+        rest: both                    # the format of what no move names (adds, softmax, pools): base, widest, or
+                                      # both (the default: each k over both, the front keeps what is worth it)
 
 The formats are checked against every backend's schemes (and float) here; that the project's device has them is
 checked with each trial's run.yaml, as for any sweep value.
@@ -22,13 +24,15 @@ from np_optimizer.backends.base import FLOAT
 from np_optimizer.config.issues import L_SCHEMA, ValidationIssue, did_you_mean
 from np_optimizer.config.parsing import issue
 
-__all__ = ["mixed_strategy", "MIXED_BUDGETS", "MIXED_FROM", "MIXED_DEFAULT", "SCHEME", "MOVES", "MIXED"]
+__all__ = ["mixed_strategy", "mixed_label", "MIXED_BUDGETS", "MIXED_FROM", "MIXED_REST", "MIXED_DEFAULT", "SCHEME",
+           "MOVES", "MIXED"]
 
 # a mixed trial's params (the views read them too): the uniform candidate, or MIXED with its count of moves
 SCHEME, MOVES, MIXED = "mixed.scheme", "mixed.moves", "mixed"
 
 MIXED_BUDGETS = ("latency", "size")
 MIXED_FROM = ("widest", "base")  # the first is the default
+MIXED_REST = ("both", *MIXED_FROM)  # the first is the default
 MIXED_DEFAULT: tuple[tuple[str, ...], str, int] = (("W8-A8", "W8-A16"), "latency", 8)
 _OPTIONS = ("candidates", "budget", "points", "from", "rest")
 _EXAMPLE = "Example: `strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8}}`."
@@ -40,11 +44,11 @@ def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, 
     loc = "strategy.mixed"
     candidates, budget, points = MIXED_DEFAULT
     if raw is None:
-        return candidates, budget, points, MIXED_FROM[0], MIXED_FROM[0]
+        return candidates, budget, points, MIXED_FROM[0], MIXED_REST[0]
     if not isinstance(raw, dict):
         issues.append(issue("S044", L_SCHEMA, loc, f"mixed takes a mapping of {', '.join(_OPTIONS)}, got {raw!r}.",
                             _EXAMPLE))
-        return candidates, budget, points, MIXED_FROM[0], MIXED_FROM[0]
+        return candidates, budget, points, MIXED_FROM[0], MIXED_REST[0]
     for key in raw:
         if key not in _OPTIONS:
             issues.append(issue("S044", L_SCHEMA, f"{loc}.{key}", f"mixed has no option '{key}'.",
@@ -66,12 +70,19 @@ def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, 
                             f"sensitivity, widest or base; got {measure_from!r}.",
                             did_you_mean(str(measure_from), MIXED_FROM)))
         measure_from = MIXED_FROM[0]
-    rest = raw.get("rest", measure_from)
-    if rest not in MIXED_FROM:
+    rest = raw.get("rest", MIXED_REST[0])
+    if rest not in MIXED_REST:
         issues.append(issue("S049", L_SCHEMA, f"{loc}.rest", f"rest is the format of the ops no move names (the "
-                            f"points' scheme), widest or base; got {rest!r}.", did_you_mean(str(rest), MIXED_FROM)))
-        rest = measure_from
+                            f"points' scheme): widest, base, or both (each point over each); got {rest!r}.",
+                            did_you_mean(str(rest), MIXED_REST)))
+        rest = MIXED_REST[0]
     return candidates, str(budget), points, str(measure_from), str(rest)
+
+
+def mixed_label(rest: str | None) -> str:
+    """A mixed point's `mixed.scheme` param: "mixed" when the points have one scheme, "mixed base" / "mixed widest"
+    when `rest: both` runs each k over both (the two trials of one k told apart)."""
+    return MIXED if rest is None else f"{MIXED} {rest}"
 
 
 def _candidates(raw: Any, loc: str, issues: list[ValidationIssue]) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """The mixed strategy: per-layer formats chosen greedily from measured sensitivity and cost, each point a real trial.
 
-    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8, from: widest, rest: widest}}
+    strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: latency, points: 8, from: widest, rest: both}}
 
 1. The first two trials are uniform: in the base candidate (the first) and in the widest (the last). One of them
    also asks graph_quantize for its `sensitivity:` (pipeline/sensitivity.py: each weighted layer's SNR loss and cost
@@ -18,15 +18,19 @@
    adds int8/int16 RESCALEs at its boundaries that no row holds, so a free move competes on its gain; a layer the
    table does not price in a format is priced at that median too (greedy_moves).
 3. One trial per point k along that order (the first k moves as graph_quantize `layers:`), k spread over the
-   moves, over the scheme `rest:` names (by default `from:`'s): the base scheme with the k layers moved, or the
-   widest scheme with the layers not moved dropped to the base (the ops outside weighted layers, as adds, softmax
-   and pools, then keep the widest format: on sample_npu's CNN they, not the convolutions, held the SNR W8-A16 adds;
-   on the bench's transformer their int16 cycles kept every point near W8-A16's latency: `rest: base` there). Each trial is a run.yaml np runs and
-   profiles like any other: the figures on the front are the compiled program's, never the sum of the per-layer
-   predictions (the predictions are kept in the trial's note).
+   moves, over the scheme `rest:` names: the base scheme with the k layers moved (`rest: base`), or the widest
+   scheme with the layers not moved dropped to the base (`rest: widest`: the ops outside weighted layers, as adds,
+   softmax and pools, then keep the widest format), or each k over both (`rest: both`, the default). Which is worth
+   it depends on the model, so no default of one fits: on the bench's sample_npu CNN the adds and pools, not the
+   convolutions, held the SNR W8-A16 adds (only `widest` met issue 37's done-when); on its transformer their int16
+   cycles kept every `widest` point near W8-A16's latency (only `base` met it). Both cost twice the trials; the
+   front keeps the points that are worth it. Each trial is a run.yaml np runs and profiles like any other: the
+   figures on the front are the compiled program's, never the sum of the per-layer predictions (the predictions
+   are kept in the trial's note).
 
-Trial params: `mixed.scheme` (a candidate for a uniform trial, `mixed` otherwise) and `mixed.moves` (k). Pure but
-for read_plan, which reads the measuring trial's file.
+Trial params: `mixed.scheme` (a candidate for a uniform trial; `mixed` for a mixed one, `mixed base` / `mixed
+widest` under `rest: both`: config/sweep_mixed.mixed_label) and `mixed.moves` (k). Pure but for read_plan, which
+reads the measuring trial's file.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from np_optimizer.config.sweep import Strategy
-from np_optimizer.config.sweep_mixed import MIXED, MOVES, SCHEME
+from np_optimizer.config.sweep_mixed import MIXED, MOVES, SCHEME, mixed_label
 
 if TYPE_CHECKING:
     import optuna
@@ -112,7 +116,9 @@ def distributions(strategy: Strategy) -> dict[str, optuna.distributions.BaseDist
     import optuna
 
     # k is known only once the measuring trial's moves are: an integer range, not a list of choices
-    return {SCHEME: optuna.distributions.CategoricalDistribution([*strategy.candidates, MIXED]),
+    # `rest: both` labels its points by their scheme; the other studies keep the choices they were made with
+    labels = [mixed_label(r) for r in strategy.points_schemes] if len(strategy.points_schemes) > 1 else [MIXED]
+    return {SCHEME: optuna.distributions.CategoricalDistribution([*strategy.candidates, *labels]),
             MOVES: optuna.distributions.IntDistribution(0, 100_000)}
 
 
@@ -192,13 +198,19 @@ def plan_points(doc: dict[str, Any], strategy: Strategy) -> tuple[list[MixedPoin
     base, widest = strategy.candidates[0], strategy.candidates[-1]
     weighted = [str(layer["module"]) for layer in doc.get("layers") or []]
     out = []
-    for k in spread(len(moves), strategy.points):
+    schemes = strategy.points_schemes
+    # `points` counts trials: under `rest: both` each k is two of them
+    for k in spread(len(moves), -(-strategy.points // len(schemes))):
         taken = {str(m["module"]): str(m["format"]) for m in moves[:k]}
-        if strategy.points_scheme == "widest":  # the widest scheme, the rest set layer by layer
-            point = MixedPoint(widest, k, {m: fmt for m in weighted if (fmt := taken.get(m, base)) != widest})
-        else:
-            point = MixedPoint(base, k, taken)
-        if point.layers:  # every layer moved up from the widest scheme: the uniform widest trial already
+        for rest in schemes:
+            label = mixed_label(rest) if len(schemes) > 1 else MIXED
+            if rest == "widest":  # the widest scheme, the rest set layer by layer
+                point = MixedPoint(widest, k, {m: fmt for m in weighted if (fmt := taken.get(m, base)) != widest},
+                                   label)
+            else:
+                point = MixedPoint(base, k, taken, label)
+            if not point.layers:  # every layer moved up from the widest scheme: the uniform widest trial already
+                continue
             out.append(dataclasses.replace(point, predicted_snr_gain_db=moves[k - 1].get("predicted_snr_gain_db"),
                                            predicted_extra_cost=moves[k - 1].get("predicted_extra_cost")))
     return out, None if moves else "no layer gains SNR in another candidate format: only the uniform points run"

@@ -227,7 +227,9 @@ def _mixed_kind(p: FrontPoint) -> str | None:
     scheme = p.params.get(SCHEME)
     if scheme is None:
         return None
-    return f"mixed ({p.params.get(MOVES)} moves)" if scheme == MIXED else f"uniform {scheme}"
+    if str(scheme).startswith(MIXED):  # "mixed", or "mixed base" / "mixed widest" under `rest: both`
+        return f"{scheme} ({p.params.get(MOVES)} moves)"
+    return f"uniform {scheme}"
 
 
 def _formats_text(p: FrontPoint) -> str:
