@@ -240,3 +240,20 @@ def test_a_mixed_sweep_runs_the_planned_moves_and_shows_their_own_figures(tmp_pa
     # int16 on `cancel` gains SNR on the held-out inputs too (less than on the 2 calibration samples it was measured on)
     assert mixed_one["values"]["snr"] > first["values"]["snr"]
     assert mixed_one["note"].startswith("mixed, 1 move(s): W8-A8, but cancel W8-A16 (predicted +")
+
+
+def test_the_plan_line_names_the_moves_not_a_widest_point_s_dropped_layers() -> None:
+    """Under `rest: both` a widest point's layers are the ones dropped to int8: the line names the base points' moves."""
+    import io
+
+    from rich.console import Console
+
+    from np_optimizer.cli.sweep_display import SweepDisplay
+
+    display = SweepDisplay(json_mode=False, quiet=False)
+    display.console = Console(file=io.StringIO(), width=300)
+    points = [MixedPoint("W8-A8", 1, {"embed": "W8-A16"}, "mixed base"),
+              MixedPoint("W8-A16", 1, {"q": "W8-A8", "k": "W8-A8", "v": "W8-A8"}, "mixed widest")]
+    display.event({"kind": "mixed_plan", "points": [p.to_json() for p in points], "why": None, "unit": "cycles"})
+    said = display.console.file.getvalue()  # type: ignore[attr-defined]
+    assert "in order: embed W8-A16; 2 more trial(s)" in said

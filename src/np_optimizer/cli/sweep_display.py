@@ -116,7 +116,9 @@ class SweepDisplay:
             if event.get("why"):
                 self._print(Text(f"Mixed points: {event['why']}."))
             if event["points"]:
-                said = ", ".join(f"{m} {f}" for m, f in max((p["layers"] for p in event["points"]), key=len).items())
+                # under `rest: both` the base points name the moves themselves (a widest one, the layers dropped)
+                over_base = [p for p in event["points"] if p.get("label") != "mixed widest"] or event["points"]
+                said = ", ".join(f"{m} {f}" for m, f in max((p["layers"] for p in over_base), key=len).items())
                 self._print(Text(f"Greedy moves of the measured sensitivity, in order: {said or 'none'}; "
                                  f"{len(event['points'])} more trial(s)"))
         elif kind == "end":

@@ -74,7 +74,9 @@ def sweep_key(sweep: SweepConfig) -> str:
     if sweep.strategy.name == "mixed":  # only then: the keys of the sweeps before it stay as they were
         shape["mixed"] = [list(sweep.strategy.candidates), sweep.strategy.budget, sweep.strategy.measure_from]
         if sweep.strategy.points_scheme != sweep.strategy.measure_from:
-            shape["mixed"].append(sweep.strategy.points_scheme)  # only then: a sweep without `rest:` keeps its key
+            # only then: a sweep whose `rest:` is its `from:` keeps its key (one written without `rest:` before `both`
+            # became the default plans both now: a new key)
+            shape["mixed"].append(sweep.strategy.points_scheme)
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
