@@ -15,7 +15,7 @@ VALIDATION_SAMPLES of the dataset's samples past the calibration and the evaluat
 split that neither calibrates nor scores a program, so the SNR np reports for a trial stays on inputs its plan never
 saw). Why not the calibration samples alone: on them every range is covered, so a layer whose int8 range clips inputs
 the calibration did not show looks free (on the bench's cnn_raw an int8 `<output>`: +0.04 dB on 4 calibration
-samples, -6 dB on held-out inputs; on its transformer `<output>` and head: +0.7 and -4 dB on calibration samples,
+samples, -6 dB on held-out inputs; on its transformer `<output>` and head: +0.7 and -3.7 dB on calibration samples,
 -4.5 and -4.8 dB on 5 held-out ones). Without a dataset (or none past the evaluation samples) the calibration samples
 alone, as the file says (`snr.validation_samples`: 0). `snr_loss_db` = SNR(only this layer in the format) -
 SNR(base): what the model loses by keeping the layer in the base format.
