@@ -216,7 +216,7 @@ def _print(sweep: str, way: str, got: dict[str, Any]) -> dict[str, float]:
     print(f"\n{sweep}, {way} way: sweep wall {got['wall']:.1f} s ({got['cpu']:.1f} CPU s) for {len(trials)} trials; "
           f"{got['computed']} steps "
           f"computed, {got['unique_n']} distinct (their first computations: {got['unique']:.1f} s)"
-          f"{f'; the warm host was ready {host:.1f} s after the pool started it (its imports and the sweep set-up overlap; the first trial waits for the rest)' if host is not None else ''}")
+          f"{f'; the warm host was ready {host:.1f} s after the pool started it' if host is not None else ''}")
     print(f"  {'trial':<15}{'wall s':>8}{'steps s':>9}{'profiling s':>13}{'overhead s':>12}")
     for (name, wall, steps, rounds), overhead in zip(trials, overheads, strict=True):
         print(f"  {name:<15}{wall:>8.2f}{steps:>9.2f}{rounds:>13.2f}{overhead:>12.2f}")
