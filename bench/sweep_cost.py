@@ -52,7 +52,8 @@ tracing the patterns itself while the host traced the same beside it; the host's
   first trial starts with the patterns traced and no trial traces them again: that trial now 22 to 33 s, of which
   10.7 to 15.6 s waiting for the host's imports (6.4 to 7.7 s) and its prime, and 11 to 17 s of steps;
 - INPUT_MODEL's run on the evaluation inputs (the fidelities' reference) comes from the reference cache
-  (pipeline/reference_cache.py) in every trial after the first: 0.4 to 0.9 s a trial less, in its GRAPH_QUANTIZE;
+  (pipeline/reference_cache.py) in every trial after the first: it cost 0.4 to 0.9 s a trial (cProfile of a later
+  trial: loading INPUT_MODEL and running it on the evaluation inputs), in its GRAPH_QUANTIZE;
 - the old way's trials each have an empty reference cache too (it lives in their step cache's folder).
 
 Three runs of this code (sample_cpu), the same figures both ways in each:
