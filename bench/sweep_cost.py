@@ -3,10 +3,12 @@
 Each sweep runs twice in one go, on copies of one fresh workspace:
 
     old  a fresh `python -m np_optimizer.api.trial` process per trial (LocalPool(warm=False), as $NP_SWEEP_WARM=0),
-         each trial with empty caches of its own (step, compile and estimate caches: nothing reused across trials;
-         a compile reused inside a trial stays, as before item 2), each trial starting its own measuring process
-    new  every trial a child forked from the pool's warm host (sweep/host.py), the caches shared by the sweep (empty
-         at its start), one warm measuring process for the sweep (profiler/measure/warm.py, SHARED_ENV)
+         each trial with empty caches of its own (step, reference, compile and estimate caches: nothing reused
+         across trials; a compile reused inside a trial stays, as before item 2), each trial starting its own
+         measuring process
+    new  every trial a child forked from the pool's warm host (sweep/host.py: started with the pool, primed before its
+         first fork), the caches shared by the sweep (empty at its start), one warm measuring process for the sweep
+         (profiler/measure/warm.py, SHARED_ENV)
 
 The sweeps (--sweeps picks some):
 
@@ -42,22 +44,38 @@ first step, so part of its imports counts as step time; compare the walls too. A
     python bench/sweep_cost.py [--sweeps sample_cpu,sample_npu,vit] [--only old|new]
 
 Measured (`--sweeps sample_cpu`, the shared 2-core machine; load average: 1-minute, lowest to highest during the run).
-Issue 36's last round: 2.47x (old 223.3 s, new 90.3 s; at most 3.17x) and 1.72x (at most 2.18x), load 4 to 8; each
-trial after the first then paid 3.8 s quantizing and 9.3 s lowering in its GRAPH_QUANTIZE, retracing ExecuTorch's
-pattern graphs in both (under load: 8 s of bilinear and SDPA patterns per lowering, 4 s of conv-bn patterns per
-static scheme's quantizing). The warm host now traces them once (backends/traced_once.py, after forking the first
-trial), and imports Ethos-U's and MLIA's tools only for a sweep on that backend; three runs of that code, the same
-figures both ways in each:
+Earlier rounds: 2.47x, then with the warm host tracing ExecuTorch's patterns once (backends/traced_once.py, after it
+forked the first trial) 1.45x to 2.15x, CPU 161 -> 80 s (2.01x); the first trial took 49 s of it (its three steps 37 s,
+tracing the patterns itself while the host traced the same beside it; the host's imports 10 s). Since then:
+
+- the host starts with the pool (its imports overlap the sweep's set-up) and primes before its first fork, so the
+  first trial starts with the patterns traced and no trial traces them again: that trial now 22 to 33 s, of which
+  10.7 to 15.6 s waiting for the host's imports (6.4 to 7.7 s) and its prime, and 11 to 17 s of steps;
+- INPUT_MODEL's run on the evaluation inputs (the fidelities' reference) comes from the reference cache
+  (pipeline/reference_cache.py) in every trial after the first: it cost 0.4 to 0.9 s a trial (cProfile of a later
+  trial: loading INPUT_MODEL and running it on the evaluation inputs), in its GRAPH_QUANTIZE;
+- the old way's trials each have an empty reference cache too (it lives in their step cache's folder).
+
+Three runs of this code (sample_cpu), the same figures both ways in each:
 
     load       old wall   new wall   wall ratio (at most)   CPU s old -> new   overhead after the 1st trial
-    4.8-8.9    326.0 s    151.3 s    2.15x (2.75x)          -                  0.66 s
-    2.3-5.8    191.1 s    132.0 s    1.45x (1.88x)          -                  0.60 s
-    1.7-5.7    219.6 s    111.6 s    1.97x (2.55x)          161 -> 80, 2.01x   0.53 s
+    2.4-3.6    181.6 s     56.3 s    3.22x (4.87x)          134 -> 55, 2.45x   0.36 s
+    2.8-5.0    215.0 s     79.8 s    2.70x (3.97x)          153 -> 59, 2.58x   0.47 s
+    2.7-3.2    164.4 s     72.1 s    2.28x (3.39x)          142 -> 66, 2.16x   0.37 s
 
-The old way ran when the load was lower in the second run (about 3) than during the new way (4 to 6): wall ratios move
-with the other users' load, CPU seconds much less. Not met: 3x. In the last run the new way's first trial took 49 s
-(its three steps 37 s, the host's imports 10 s) and each later trial 7 to 15 s, nearly all its GRAPH_QUANTIZE (its
-quantizing, lowering and fidelity: work no cache can save across different schemes).
+Not met reliably: 3x (once 3.22x; the CPU ratio, steadier under the other users' load, 2.16x to 2.58x). What is
+left of the new way is the work no cache can save across different schemes: each trial after the first took 4 to
+12 s, nearly all its GRAPH_QUANTIZE (ExecuTorch's quantizing, 1 to 4 s, and XNNPACK lowering, 4 to 9 s, of a program
+no other trial has), its fidelity (the program and the .pte on the evaluation inputs, about 1 s) and its measurement
+on this machine (0.6 to 1 s, of its own .pte); the first trial also pays the imports and the patterns once. The old
+way's 6 trials repeat those imports and traces in every trial (each 20 to 43 s).
+
+sample_npu (4 trials, Ethos-U, MLIA's estimates), once, load 3.7 to 4.6: old 142.8 s, new 91.2 s, 1.57x (at most
+2.83x), CPU 97 -> 64 s (1.52x), overhead after the first trial 0.37 s. Its first trial took 60 s, of which 21.8 s
+profiling (MLIA's estimates of the float INPUT_MODEL and GRAPH_OPTIMIZE, which the later trials take from the estimate
+cache): slower than in an old-way trial (7 to 13 s for the same rounds) and as slow with the code before this round
+(26.3 s, `--only new`, load 3.3 to 3.7); not explained yet (gc.freeze() in the host before each fork did not change
+it). The later trials took 8.6 to 10.3 s each, nearly all their GRAPH_QUANTIZE (TOSA lowering and Vela).
 """
 
 from __future__ import annotations
@@ -199,7 +217,7 @@ def _print(sweep: str, way: str, got: dict[str, Any]) -> dict[str, float]:
     print(f"\n{sweep}, {way} way: sweep wall {got['wall']:.1f} s ({got['cpu']:.1f} CPU s) for {len(trials)} trials; "
           f"{got['computed']} steps "
           f"computed, {got['unique_n']} distinct (their first computations: {got['unique']:.1f} s)"
-          f"{f'; the warm host imported in {host:.1f} s, once, inside the first trial' if host is not None else ''}")
+          f"{f'; the warm host was ready {host:.1f} s after the pool started it' if host is not None else ''}")
     print(f"  {'trial':<15}{'wall s':>8}{'steps s':>9}{'profiling s':>13}{'overhead s':>12}")
     for (name, wall, steps, rounds), overhead in zip(trials, overheads, strict=True):
         print(f"  {name:<15}{wall:>8.2f}{steps:>9.2f}{rounds:>13.2f}{overhead:>12.2f}")

@@ -131,6 +131,7 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     # np cache prune --kind steps empties it; the next run computes and stores again
     pruned = run_np("cache", "prune", "--kind", "steps", "--json").json
     assert pruned["removed_steps"] == 3 and pruned["removed_compiled"] == 0
+    assert not any((step_cache / "references").glob("??/*"))  # INPUT_MODEL's reference outputs went with them
     assert run_np("cache", "ls", "--json").json["steps"] == []
 
 
@@ -149,6 +150,12 @@ def test_a_reused_graph_optimize_hands_its_layer_map_to_the_step_computed_after_
     assert folded.get("block1.bn1") == "block1.conv1"
     numerics = json.loads((second / "02_graph_quantize" / "artifacts" / "layers_snr.json").read_text())
     assert numerics["module_map_from_input"] == folded
+    # INPUT_MODEL's reference outputs were stored beside the steps (pipeline/reference_cache.py): a run that computes
+    # a step after a reused INPUT_MODEL reads them instead of running INPUT_MODEL again
+    import os
+
+    references = Path(os.environ["NP_STEP_CACHE_DIR"]) / "references"
+    assert any(references.glob("??/*/taps.pt")), references
 
 
 def test_folder_digest_follows_content_not_bytecode(tmp_path: Path) -> None:

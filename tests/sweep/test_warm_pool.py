@@ -185,9 +185,12 @@ def test_trials_that_measure_here_share_one_measuring_process_that_ends_with_the
 
 def test_a_host_whose_prime_fails_forks_nothing_more_and_the_next_trial_starts_fresh(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The worker's prime runs in the host after each fork; one that raises (a trace left a thread running, so a fork
-    could hang) makes the host refuse the next trial, which starts as a fresh process, said in one warning."""
+    """The host starts with the pool (its imports overlap the sweep's set-up); the worker's prime runs in it before
+    its first fork (the first trial starts primed) and after each fork; one that raises (a trace left a thread
+    running, so a fork could hang) makes the host refuse the next trial, which starts as a fresh process, said in one
+    warning."""
     pool = LocalPool(1, Worker("tests.sweep.pool_worker", WORKER.run), warm=True)
+    assert pool.host is not None and pool.host.alive()  # before any trial
     folders = [tmp_path / f"experiment_0{n}" for n in (2, 3, 4)]
     for folder in folders:
         folder.mkdir()
@@ -204,6 +207,7 @@ def test_a_host_whose_prime_fails_forks_nothing_more_and_the_next_trial_starts_f
         pool.close()
     assert host is not None and host.forked == 2  # the trial whose prime failed still ran forked; the next did not
     assert [int((f / "primed").read_text()) for f in folders[:2]] == [host.pid, host.pid]  # primed in the host
+    assert (folders[0] / "primed_at_start").read_text() == "True"  # the first trial was forked after the prime
     assert not (folders[2] / "primed").exists() and pool.host is None and not pool.warm
     assert host.proc.poll() is not None
     warnings = [r.getMessage() for r in caplog.records if "warm trial host" in r.getMessage()]

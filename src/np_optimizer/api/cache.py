@@ -101,6 +101,12 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
                 removed_s, freed = removed_s + 1, freed + step.size_bytes
             else:
                 kept_s += 1
+        from np_optimizer.pipeline.reference_cache import ReferenceCache
+
+        for reference in ReferenceCache(StepCache().root).entries():  # INPUT_MODEL's outputs, kept beside the steps
+            if reference.last_used_at < cutoff:
+                shutil.rmtree(reference.folder, ignore_errors=True)
+                freed += reference.size_bytes
     if kind in ("all", "estimates"):
         for path in _estimate_files(root):
             try:

@@ -127,8 +127,9 @@ _PRIMED: set[str] = set()  # the backends this process primed for
 
 
 def prime(argv: list[str]) -> None:
-    """In the warm host, right after it forked the trial `argv` asks for, once per backend: what every later trial on
-    the trial's backend would do again. A backend MLIA estimates: its modules and MLIA's imported (`_for_mlia`); one
+    """In the warm host, before its first fork and right after each fork (for the trial `argv` asks for), and in a Ray
+    worker process before each task (sweep/ray_pool.py), once per backend: what every later trial on the trial's
+    backend would do again. A backend MLIA estimates: its modules and MLIA's imported (`_for_mlia`); one
     with `trace_once` (XNNPACK's pattern graphs, 8 to 12 s a trial): traced in one intra-op thread so that the fork
     stays safe (backends/traced_once.py; RuntimeError when a thread was left running: the host forks nothing more).
     A sweep imports only its own backend's tools (Ethos-U's and MLIA's: 3 to 5 s an XNNPACK sweep no longer pays)."""

@@ -42,11 +42,14 @@ def _prepare(experiment: Experiment, device: Device, config: ExperimentConfig) -
                       calibration_digest=folder_digest(folder) if folder is not None and folder.exists() else None)
 
 
-def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
-    """Example inputs, evaluation inputs and INPUT_MODEL's outputs on them: what every fidelity is measured against."""
+def _load_reference(run: RunContext, jobs: JobRunner, ref: CheckpointRef) -> None:
+    """Example inputs, evaluation inputs and INPUT_MODEL's outputs on them: what every fidelity is measured against.
+    The outputs come from the reference cache (pipeline/reference_cache.py) when an earlier run of the same INPUT_MODEL
+    on the same inputs stored them (not read with --force), else from one pass of INPUT_MODEL, stored there."""
     from np_optimizer.graph.program_io import load_inputs
     from np_optimizer.layers.numerics import tap
     from np_optimizer.models.inputs import evaluation_inputs
+    from np_optimizer.pipeline.reference_cache import ReferenceCache, reference_key
 
     if not run.example_inputs:
         run.example_inputs = load_inputs(ref.path.parent / "example_inputs.pt")[0]
@@ -55,9 +58,16 @@ def _load_reference(run: RunContext, program: Any, ref: CheckpointRef) -> None:
     run.evaluation = evaluation_inputs(run.calibration_dir, run.example_inputs,
                                        int(globals_["evaluation"]["num_samples"]), int(globals_["seed"]),
                                        skip=num_calibration)
-    # one pass per input keeps INPUT_MODEL's outputs and every layer's output (the per-layer SNR's reference)
-    run.reference_taps = tap(program, run.evaluation.samples)
-    run.reference_outputs = run.reference_taps.outputs
+    cache = ReferenceCache(jobs.steps.root) if jobs.steps is not None else None
+    key = reference_key(ref.sha256, run.evaluation.samples) if cache is not None else ""
+    taps = cache.get(key) if cache is not None and not jobs.force else None
+    if taps is None:
+        # one pass per input keeps INPUT_MODEL's outputs and every layer's output (the per-layer SNR's reference)
+        taps = tap(jobs.program_of(ref), run.evaluation.samples)
+        if cache is not None:
+            cache.put(key, taps)
+    run.reference_taps = taps
+    run.reference_outputs = taps.outputs
 
 
 def run_experiment(experiment: Experiment, *, retry: bool = False, profile_method: str | None = None,
@@ -111,7 +121,7 @@ def run_experiment(experiment: Experiment, *, retry: bool = False, profile_metho
             produced[INPUT_MODEL] = made
             ref = input_ref = made.checkpoint
             extractor.info(f"INPUT_MODEL: {ref.path.stat().st_size:,} B .pt2, sha256 {ref.sha256[:12]}")
-            run.load_reference = lambda: _load_reference(run, jobs.program_of(input_ref), input_ref)
+            run.load_reference = lambda: _load_reference(run, jobs, input_ref)
             for index, step in enumerate(config.run.steps, 1):
                 phase += 1
                 step_log = get_logger(step_spec(step.kind).logger)

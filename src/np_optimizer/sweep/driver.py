@@ -363,7 +363,9 @@ def run_sweep(run: SweepRun, pool: Pool, on_event: OnEvent = lambda _e: None) ->
     try:
         with _sweep_lock(folder):
             return _Driver(run, pool, on_event).drive()
-    except NpError:  # refused before anything was recorded (a storage that cannot be opened): leave no sweep/ behind
-        if fresh and {p.name for p in folder.iterdir()} <= {LOCK_FILE}:
+    except BaseException as exc:
+        pool.close()  # refused before its loop: the local pool's warm host started with it (closing twice is harmless)
+        # refused before anything was recorded (a storage that cannot be opened): leave no sweep/ behind
+        if isinstance(exc, NpError) and fresh and {p.name for p in folder.iterdir()} <= {LOCK_FILE}:
             shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -15,9 +15,9 @@ needs replacing after a failure or for its memory: only the host itself could, a
 killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
 
 `warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
-child's first parallel region). The worker's `prime(argv)`, called after each fork when it has one (the first
-trial of a backend runs meanwhile, tracing for itself as a fresh process would; the host's work is off its path),
-computes once what every later trial would compute again (api/trial.py: the XNNPACK pattern graphs of
+child's first parallel region). The worker's `prime(argv)`, called before the host's first fork and after each fork when it has one (the
+first trial waits for it instead of tracing for itself, which would double the work on a shared machine; a trial of
+another backend runs meanwhile, tracing for itself as a fresh process would), computes once what every later trial would compute again (api/trial.py: the XNNPACK pattern graphs of
 backends/traced_once.py) with torch at one intra-op thread, so no pool starts either; one that leaves a thread
 running raises, and the host forks nothing more (it answers the next request {"number", "refused": why}; np starts
 fresh processes and closes it). The child sets torch's threads
@@ -85,6 +85,7 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
     die_with_host = dies_with_parent()  # looked up once, here: the child only calls it
     children: dict[int, int] = {}  # pid -> trial number
     refused: str | None = None  # why this host forks no more (its prime left a thread running)
+    forked = False
     try:
         while True:
             ready, _, _ = select.select([control, wake_r], [], [])
@@ -98,12 +99,15 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
                 if not data:
                     return  # np closed it: the sweep is done or gone
                 request = json.loads(data)
+                if not forked:  # before the first fork too: the first trial need not trace for itself
+                    refused = _prime(module, request)
                 if refused:  # a thread runs here now: a fork could hang; np starts fresh processes instead
                     for fd in fds:
                         os.close(fd)
                     _send(control, {"number": request["number"], "refused": refused})
                     continue
                 pid = _fork(module, request, fds, lambda: _child_setup(control, wake_r, wake_w, die_with_host))
+                forked = True
                 children[pid] = int(request["number"])
                 _send(control, {"number": request["number"], "pid": pid})
                 refused = _prime(module, request)  # after the fork: this trial does not wait; the next ones gain
@@ -115,9 +119,9 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
 
 
 def _prime(module: ModuleType, request: dict[str, Any]) -> str | None:
-    """The worker's `prime(argv)`, when it has one, right after the trial's fork (while that trial runs): what every
-    trial would compute again, computed once here (in one thread) for the trials forked next; why the host cannot
-    fork any more when it raised."""
+    """The worker's `prime(argv)`, when it has one, before the host's first fork and right after each fork (while
+    that trial runs): what every trial would compute again, computed once here (in one thread) for the trials forked
+    next; why the host cannot fork any more when it raised."""
     prime = getattr(module, "prime", None)
     if not callable(prime):
         return None

@@ -86,22 +86,34 @@ class LocalPool:
         self.threads = threads
         self.warm = not warm_turned_off() if warm is None else warm
         self.measures_here = measures_here
-        self.host: WarmHost | None = None  # started at the first submit
+        self.host: WarmHost | None = None
         self._events: queue.Queue[TrialEvent] = queue.Queue()
         self._children: dict[int, TrialProcess] = {}
+        if self.warm:  # started now, waited for at the first submit: their imports overlap the sweep's set-up
+            self._spawn()
+
+    def _spawn(self) -> None:
+        """Start the warm host (and the warm measuring process) without waiting for their imports."""
+        if self.measures_here:  # its imports overlap the host's
+            with interrupt_deferred():
+                start_warm(sys.executable, script_archive())
+        try:
+            self.host = WarmHost(self.worker.module, self.threads, wait=False)
+        except HostUnavailable as exc:
+            self._cold(str(exc))
 
     def _warm_host(self) -> WarmHost | None:
-        """The running host, started now if needed (outside interrupt_deferred: its imports take seconds, and a
-        Ctrl+C meanwhile must stop the sweep); None, and one warning, when it cannot serve: fresh processes then."""
+        """The running host, started now if needed and waited for (outside interrupt_deferred: its imports take
+        seconds, and a Ctrl+C meanwhile must stop the sweep); None, and one warning, when it cannot serve: fresh
+        processes then."""
         if self.warm and self.host is not None and not self.host.alive():
             self.host.close()  # it died (out of memory?): its trials ended as killed; a new one takes over
             self.host = None
         if self.warm and self.host is None:
-            if self.measures_here:  # its imports overlap the host's
-                with interrupt_deferred():
-                    start_warm(sys.executable, script_archive())
+            self._spawn()
+        if self.warm and self.host is not None:
             try:
-                self.host = WarmHost(self.worker.module, self.threads)
+                self.host.ready()  # its imports (started with the pool, or just now)
             except HostUnavailable as exc:
                 self._cold(str(exc))
         return self.host if self.warm else None

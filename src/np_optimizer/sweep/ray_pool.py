@@ -36,7 +36,7 @@ from np_optimizer.records.codec import from_dict, to_dict
 from np_optimizer.records.status import RunStatus
 from np_optimizer.records.sweep import TrialJob, TrialResult
 from np_optimizer.sweep.pool import TRIAL_MEMORY_BYTES, TrialEvent
-from np_optimizer.sweep.worker import Worker, failed_result, read_events, start
+from np_optimizer.sweep.worker import Worker, failed_result, job_line, read_events, start
 from np_optimizer.workspace import WORKSPACE_FILE, Project
 
 __all__ = ["RayPool", "node_versions", "CHECKED_PACKAGES"]
@@ -99,8 +99,23 @@ def _node_task(project_files: bytes, experiment_files: bytes, where: tuple[str, 
         _unpack(project_files, root)
         _unpack(experiment_files, root / project)
         folder = root / project / experiment
-        result = run.run(replace(job, experiment_dir=folder, measure_on=None), lambda _text: None)
+        job = replace(job, experiment_dir=folder, measure_on=None)
+        _prime(run, job)
+        result = run.run(job, lambda _text: None)
         return to_dict(result), _pack([(folder, experiment)]), str(cast(Any, ray.util).get_node_ip_address())
+
+
+def _prime(run: Worker, job: TrialJob) -> None:
+    """The worker module's `prime(argv)` (api/trial.py), as the local pool's warm host calls it: what every trial on
+    the job's backend would compute again (XNNPACK's pattern graphs, the quantizer's conv-bn patterns behind a memo),
+    computed once per Ray worker process (prime itself remembers the backends it primed), which runs task after task.
+    Never the trial's failure: a prime that fails leaves each trial to trace for itself."""
+    import importlib
+
+    with contextlib.suppress(Exception):
+        prime = getattr(importlib.import_module(run.module), "prime", None)
+        if callable(prime):
+            prime([job_line(job)])
 
 
 # -- the driver's side -----------------------------------------------------------------------------------------------

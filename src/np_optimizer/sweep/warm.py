@@ -72,9 +72,10 @@ class ForkedTrial:
 class WarmHost:
     """One warm host process (`python -m np_optimizer.sweep.host MODULE FD`) and the thread that hears it."""
 
-    def __init__(self, module: str, threads: int | None) -> None:
-        """Start the host and wait for its imports; HostUnavailable when it cannot serve. `threads`: torch's threads
-        per trial, given to the host's environment too (OMP_NUM_THREADS is read when torch loads)."""
+    def __init__(self, module: str, threads: int | None, *, wait: bool = True) -> None:
+        """Start the host and (with `wait`) wait for its imports; HostUnavailable when it cannot serve. `threads`:
+        torch's threads per trial, given to the host's environment too (OMP_NUM_THREADS is read when torch loads).
+        Without `wait`, its imports overlap the caller's work until `ready()` (the first `start` calls it)."""
         if not hasattr(os, "fork") or not hasattr(socket, "send_fds") or not hasattr(socket, "SOCK_SEQPACKET"):
             raise HostUnavailable("this Python cannot fork a process and pass it a descriptor")
         self.forked = 0  # trials started by this host: a test's and the bench's evidence
@@ -114,6 +115,15 @@ class WarmHost:
         finally:
             theirs.close()
         self.pid = self.proc.pid
+        self._started = started
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait for the host's imports (at once when it is serving); HostUnavailable (the host closed) when it
+        failed or said nothing."""
+        if self._ready:
+            return
         try:
             first = self._first_message()
         except BaseException:  # Ctrl+C during the imports, or a host that said nothing: it goes
@@ -123,7 +133,7 @@ class WarmHost:
             self.close()
             raise HostUnavailable(str(first.get("failed") or "it ended during its imports"))
         self._ready = True
-        self.ready_s = time.monotonic() - started
+        self.ready_s = time.monotonic() - self._started
         threading.Thread(target=self._listen, daemon=True, name="np-warm-host").start()
 
     def _first_message(self) -> dict[str, Any]:
@@ -143,6 +153,7 @@ class WarmHost:
               env: dict[str, str] | None = None) -> ForkedTrial:
         """A fresh child of the host running the worker's main(argv) for trial `number`, np's environment (plus
         `env`) and working folder as they are now; HostUnavailable when the host is gone."""
+        self.ready()
         read_end, write_end = os.pipe()
         trial = ForkedTrial(0, os.fdopen(read_end, "rb"))
         request = {"number": number, "argv": argv, "cwd": os.getcwd(), "threads": threads,
