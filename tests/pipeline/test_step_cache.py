@@ -103,6 +103,7 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     listing = run_np("cache", "ls", "--json").json
     assert sorted(e["output_sha256"] for e in listing["steps"]) == sorted(first.values())
     assert {e["made_in"] for e in listing["steps"]} == {f"mlp_npu/experiment_01/{n}" for n in first}
+    assert listing["references"] >= 1 and listing["references_bytes"] > 0  # INPUT_MODEL's outputs, beside the steps
     # a damaged entry (its checkpoint changed) is discarded with a warning naming it, and the step computed again
     quantize = next(e for e in listing["steps"] if e["step_type"] == "graph_quantize")
     (Path(quantize["folder"]) / "model.pt2").write_bytes(b"not a checkpoint")
@@ -132,7 +133,8 @@ def test_reuse_on_ethos_u_without_calibration_data_status_report_and_a_damaged_e
     pruned = run_np("cache", "prune", "--kind", "steps", "--json").json
     assert pruned["removed_steps"] == 3 and pruned["removed_compiled"] == 0
     assert not any((step_cache / "references").glob("??/*"))  # INPUT_MODEL's reference outputs went with them
-    assert run_np("cache", "ls", "--json").json["steps"] == []
+    emptied = run_np("cache", "ls", "--json").json
+    assert emptied["steps"] == [] and emptied["references"] == 0
 
 
 def test_a_reused_graph_optimize_hands_its_layer_map_to_the_step_computed_after_it(run_np, cpu_experiment: Path) -> None:

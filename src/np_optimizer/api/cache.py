@@ -31,6 +31,8 @@ class CacheListing:
     estimates_bytes: int
     steps_folder: Path
     steps: list[StepEntryInfo]
+    references: int = 0  # INPUT_MODEL's reference outputs (pipeline/reference_cache.py), kept beside the steps
+    references_bytes: int = 0
 
     @property
     def compiled_bytes(self) -> int:
@@ -67,14 +69,17 @@ def _estimate_files(root: Path) -> list[Path]:
 
 def cache_list() -> CacheListing:
     from np_optimizer.compile.cache import CompileCache
+    from np_optimizer.pipeline.reference_cache import ReferenceCache
     from np_optimizer.pipeline.step_cache import StepCache
 
     root = cache_root()
     estimates = _estimate_files(root)
     steps = StepCache()
+    references = ReferenceCache(steps.root).entries()
     return CacheListing(root=root, compiled_folder=CompileCache().root, compiled=CompileCache().entries(), estimates=len(estimates),
                         estimates_bytes=sum(p.stat().st_size for p in estimates), steps_folder=steps.root,
-                        steps=steps.entries())
+                        steps=steps.entries(), references=len(references),
+                        references_bytes=sum(r.size_bytes for r in references))
 
 
 def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneResult:

@@ -53,7 +53,8 @@ def ls(json_mode: JsonOpt = False, plain: PlainOpt = False) -> None:
                 {"key": e.key, "step_type": e.step_type, "checkpoint": e.checkpoint, "made_in": e.made_in,
                  "output_sha256": e.output_sha256, "size_bytes": e.size_bytes, "step_seconds": e.step_seconds,
                  "created_at": e.created_at, "last_used_at": e.last_used_at, "folder": str(e.folder)}
-                for e in listing.steps], "steps_bytes": listing.steps_bytes})
+                for e in listing.steps], "steps_bytes": listing.steps_bytes, "references": listing.references,
+            "references_bytes": listing.references_bytes})
         return
     rows = [[e.key[:12], e.backend, e.target or "-", e.program_sha256[:12], _size(e.size_bytes),
              f"{e.compile_seconds:.1f} s" if e.compile_seconds is not None else "-", _age(now - e.last_used_at)]
@@ -71,7 +72,8 @@ def ls(json_mode: JsonOpt = False, plain: PlainOpt = False) -> None:
         print_plain(columns, steps, section="steps")
     else:
         print_table(f"Steps ({len(steps)}, {_size(listing.steps_bytes)})", columns, steps)
-    line(f"Estimates: {listing.estimates} ({_size(listing.estimates_bytes)}).  Cache folder: {listing.root}"
+    line(f"Estimates: {listing.estimates} ({_size(listing.estimates_bytes)}).  INPUT_MODEL references: "
+         f"{listing.references} ({_size(listing.references_bytes)}; pruned with the steps).  Cache folder: {listing.root}"
          + (f" (compiled programs: {listing.compiled_folder})" if listing.compiled_folder.parent != listing.root else "")
          + (f" (steps: {listing.steps_folder})" if listing.steps_folder.parent != listing.root else ""))
 
