@@ -117,6 +117,10 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
         raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} ({reason}).",
                             hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "
                             "`np run --retry` compiles it again if its .pte is missing or damaged.", code="NP-EXP-412")
+    if level == "inspect":  # refused before anything is written
+        from np_optimizer.compile.etrecord import check_etrecord
+
+        check_etrecord(device)
     target = (output or exp.root / "export" / level).resolve()
     _make_folder(target)
     files = [target / "model.pte"]

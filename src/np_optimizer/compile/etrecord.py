@@ -22,9 +22,18 @@ from np_optimizer.devices import Device
 from np_optimizer.errors import CompileError, UnsupportedError
 from np_optimizer.files import write_bytes
 
-__all__ = ["ETRECORD_FILE", "write_etrecord"]
+__all__ = ["ETRECORD_FILE", "check_etrecord", "write_etrecord"]
 
 ETRECORD_FILE = "model.etrecord"
+
+
+def check_etrecord(device: Device) -> None:
+    """Raise when np makes no ETRecord for the device's backend (before anything is written)."""
+    if get_backend(device.backend).lower_with_etrecord is None:
+        raise UnsupportedError(f"np makes no ETRecord for {device.name} ({device.backend}): ExecuTorch's Inspector "
+                               "reads the ETDump of a program measured on this machine's runtime.",
+                               hint="Export with --level deploy or result; on an Ethos-U device, np report --layers "
+                                    "shows Vela's per-layer figures.", code="NP-CFG-422")
 
 
 def write_etrecord(program_path: Path, device: Device, pte_sha256: str, path: Path) -> Path:
@@ -32,12 +41,9 @@ def write_etrecord(program_path: Path, device: Device, pte_sha256: str, path: Pa
     a lowering whose .pte is not the compiled one (`pte_sha256`) is an error, not an ETRecord of another program."""
     from np_optimizer.graph.program_io import load_program
 
+    check_etrecord(device)
     backend = get_backend(device.backend)
-    if backend.lower_with_etrecord is None:
-        raise UnsupportedError(f"np makes no ETRecord for {device.name} ({device.backend}): ExecuTorch's Inspector "
-                               "reads the ETDump of a program measured on this machine's runtime.",
-                               hint="Export with --level deploy or result; on an Ethos-U device, np report --layers "
-                                    "shows Vela's per-layer figures.", code="NP-CFG-422")
+    assert backend.lower_with_etrecord is not None
     program = load_program(program_path)
     with tempfile.TemporaryDirectory(prefix="np-etrecord-") as work, shared_provenance():  # as the compile lowers
         lowered = backend.lower_with_etrecord(program, device.mlia_target, Path(work))
