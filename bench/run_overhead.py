@@ -50,6 +50,10 @@ against main on one workspace path: a .pt2 records the model's source path).
     np run alone, main against this branch, alternating, OMP_NUM_THREADS=1 (load 3.2 to 4.2), CPU-s of the process
     tree: main 29.8, 45.2, 39.8, 37.3 (median 38.6, wall median 60.1 s); after 31.8, 45.0, 33.2, 34.9 (median 34.1,
     wall median 51.1 s). At this load one CPU figure moves by half between two runs of the same code.
+    `--repeats 3` on main before (load 0.5 to 3.6): 2.39 (rounds 1.07, 2.52, 1.03; CPU 1.18, 2.06, 1.09), the one
+    quiet round (load 1.9) 23.4 s against 22.7 s. After (load 2.5 to 3.1): 1.11 (rounds 1.07, 1.12, 0.92; CPU 0.83,
+    1.18, 1.11); again (load 1.8 to 2.4): 0.74 (rounds 1.12, 0.72, 0.70; CPU 1.05, 0.80, 0.72), the script taking
+    38.5 to 53.5 s for the same work: no wall ratio at this load says more than the paired figures above.
 Kept on purpose: the traced runs (0.17 s for INPUT_MODEL, 0.08 s for GRAPH_QUANTIZE at load 2.7, printed per round):
 they are the measured per-layer times of `np report --layers`, which a read command cannot take later (a remote
 device, another load); torch in the measuring process (the runtime's extension links libtorch; it is imported in its
