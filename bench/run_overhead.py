@@ -53,7 +53,11 @@ against main on one workspace path: a .pt2 records the model's source path).
     `--repeats 3` on main before (load 0.5 to 3.6): 2.39 (rounds 1.07, 2.52, 1.03; CPU 1.18, 2.06, 1.09), the one
     quiet round (load 1.9) 23.4 s against 22.7 s. After (load 2.5 to 3.1): 1.11 (rounds 1.07, 1.12, 0.92; CPU 0.83,
     1.18, 1.11); again (load 1.8 to 2.4): 0.74 (rounds 1.12, 0.72, 0.70; CPU 1.05, 0.80, 0.72), the script taking
-    38.5 to 53.5 s for the same work: no wall ratio at this load says more than the paired figures above.
+    38.5 to 53.5 s for the same work; a third time (load 0.9 at the start, 2.4 to 3.3 as another helper's lowering
+    ran beside it): 1.36 (rounds 1.36, 1.21, 0.88; CPU 1.48, 1.20, 0.91), np's GRAPH_QUANTIZE step 22 to 24 s where
+    the quiet round took 3.3 s (PT2E calibration and the reference kernels run many short two-thread parallel
+    regions, each waiting for the core the other process holds). No wall ratio at these loads says more than the
+    paired figures above; the target needs a quiet machine to be read.
 Kept on purpose: the traced runs (0.17 s for INPUT_MODEL, 0.08 s for GRAPH_QUANTIZE at load 2.7, printed per round):
 they are the measured per-layer times of `np report --layers`, which a read command cannot take later (a remote
 device, another load); torch in the measuring process (the runtime's extension links libtorch; it is imported in its
