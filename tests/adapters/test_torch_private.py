@@ -143,3 +143,34 @@ def test_shared_provenance_builds_the_same_records_without_deep_copies(program: 
         shallow = fx_traceback.NodeSource(node)
     assert shallow.from_node[0] is node.meta["from_node"][0] and shallow.from_node is not node.meta["from_node"]
     assert shallow.to_dict() == deep.to_dict()
+
+
+def test_the_canonical_check_is_skipped_and_the_bytes_stay_the_same(program: torch.export.ExportedProgram) -> None:
+    """torch.export.save calls serialize.canonicalize once and discards its result: skipped, the .pt2's bytes are the
+    same; the serializer's own function is put back after."""
+    import io
+
+    from torch._export.serde import serialize
+
+    original = serialize.canonicalize
+    calls: list[int] = []
+
+    def counted(ep: Any, constants: set[str] | None = None) -> Any:
+        calls.append(1)
+        return original(ep, constants)
+
+    def saved(skip: bool) -> bytes:
+        buffer = io.BytesIO()
+        with tp.without_canonical_check() if skip else contextlib.nullcontext():
+            torch.export.save(program, buffer)
+        return buffer.getvalue()
+
+    serialize.canonicalize = counted
+    try:
+        plain = saved(skip=False)
+        assert calls == [1]  # torch still checks its canonical form while saving (else nothing to skip)
+        skipped = saved(skip=True)
+        assert calls == [1] and serialize.canonicalize is counted  # not called, and put back
+    finally:
+        serialize.canonicalize = original
+    assert skipped == plain

@@ -13,6 +13,9 @@ moves or changes one fails there first, not inside a step, a compile or a statis
                             torch.ops.quantized_decomposed (the PT2E q/dq ops) that loading a .pt2 resolves by name
     stable_provenance       nodes' `from_node` provenance (torch.fx.traceback.NodeSource) numbered instead of
                             carrying id(graph) while a .pt2 is written; its cached `_dict` reset, then put back
+    without_canonical_check torch._export.serde.serialize.canonicalize skipped while a .pt2 is written: the
+                            serializer calls it as a self-check and discards its result (a deep copy of the whole
+                            serialized program: about half of the CPU of torch.export.save)
     shared_provenance       NodeSource(node) built with a shallow copy of the node's `from_node` list instead of
                             copy.deepcopy: every pass of a lowering records each node's whole history again, so
                             the deep copies grow with the passes run (about a tenth of a lowering's CPU time)
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["detect_fake_mode", "update_program", "is_op_overload", "op_schema", "overload_name", "tree_map",
            "tree_leaves", "tree_flatten", "tree_unflatten", "is_traceable_wrapper_subclass",
-           "register_quantized_decomposed", "stable_provenance", "shared_provenance"]
+           "register_quantized_decomposed", "stable_provenance", "without_canonical_check", "shared_provenance"]
 
 
 def detect_fake_mode(values: Sequence[Any]) -> Any:
@@ -151,6 +154,27 @@ def stable_provenance(program: ExportedProgram) -> Iterator[None]:
             if info is not None and graph_id is not None:
                 info.graph_id = graph_id
             source._dict = cached
+
+
+@contextlib.contextmanager
+def without_canonical_check() -> Iterator[None]:
+    """While the block runs (torch.export.save), torch's serializer skips `canonicalize(serialized_ep, constants)`,
+    which it calls only to test that a canonical form exists ("Test canonical form is well defined") and whose
+    result it throws away: a deep copy and a sort of the whole serialized program, about half of the CPU of writing
+    a ResNet-18's .pt2. The bytes written are the same. The module's name is put back after; not thread-safe (np
+    writes its checkpoints from one thread)."""
+    from torch._export.serde import serialize
+
+    original = serialize.canonicalize
+
+    def skipped(ep: Any, constants: set[str] | None = None) -> Any:
+        return ep
+
+    serialize.canonicalize = skipped
+    try:
+        yield
+    finally:
+        serialize.canonicalize = original
 
 
 @contextlib.contextmanager

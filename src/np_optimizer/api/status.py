@@ -17,11 +17,12 @@ from np_optimizer.workspace import Experiment, resolve_experiment
 from np_optimizer.workspace.store import ExperimentStore
 
 if TYPE_CHECKING:
+    from np_optimizer.devices import Device
     from np_optimizer.records import ExportRecord
 
 __all__ = ["status", "export", "EXPORT_LEVELS"]
 
-EXPORT_LEVELS = ("deploy", "result")
+EXPORT_LEVELS = ("deploy", "inspect", "result")
 
 
 def _alive(pid: int | None) -> bool:
@@ -88,8 +89,10 @@ def status(*, experiment: str | None = None, project: str | None = None, logs: b
 
 def export(*, level: str = "deploy", output: Path | None = None, experiment: str | None = None,
            project: str | None = None, cwd: Path | None = None) -> ExportRecord:
-    """deploy: the final checkpoint's .pte for the project's device. result: plus report.json, meta.json, jobs.json,
-    the configs and logs/execution.log. Written to `output` (default <experiment>/export/<level>)."""
+    """deploy: the final checkpoint's .pte for the project's device. inspect: plus its ETRecord (made now: one more
+    lowering, compile/etrecord.py) and the ETDump of its latest measured round, for ExecuTorch's Inspector. result:
+    plus report.json, meta.json, jobs.json, the configs and logs/execution.log. Written to `output` (default
+    <experiment>/export/<level>)."""
     if level not in EXPORT_LEVELS:
         raise UsageError(f"Unknown export level '{level}'.", hint=f"Levels: {', '.join(EXPORT_LEVELS)}.",
                          code="NP-EXP-400")
@@ -114,14 +117,41 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
         raise NotFoundError(f"{last.checkpoint} has no usable .pte for {device.name} ({reason}).",
                             hint="Check `np status`; a float checkpoint cannot be lowered to an NPU. "
                             "`np run --retry` compiles it again if its .pte is missing or damaged.", code="NP-EXP-412")
+    if level == "inspect":  # refused before anything is written
+        from np_optimizer.compile.etrecord import check_etrecord
+
+        check_etrecord(device)
     target = (output or exp.root / "export" / level).resolve()
     _make_folder(target)
     files = [target / "model.pte"]
     shutil.copy2(compiled_dir / record.pte_file, files[0])
+    if level == "inspect":
+        files += _export_inspect(exp, last, device, record.pte_sha256 or "", target)
     if level == "result":
         files += _export_records(exp, store, target)
     return ExportRecord(level=level, folder=str(target), checkpoint=last.checkpoint, job=last.name, device=device.name,
                         files=tuple(str(f) for f in files))
+
+
+def _export_inspect(exp: Experiment, job: JobRecord, device: Device, pte_sha256: str, target: Path) -> list[Path]:
+    """The ETRecord of the exported .pte, lowered again from the job's .pt2, and the ETDump of the checkpoint's latest
+    traced round (a measured round on a CPU device), when there is one."""
+    import warnings
+
+    from np_optimizer.compile.etrecord import ETRECORD_FILE, write_etrecord
+    from np_optimizer.logs import quiet_native_output
+
+    assert job.output is not None
+    program = exp.root / job.name / job.output.file
+    with warnings.catch_warnings(), quiet_native_output(None):  # the libraries' words, as np run keeps them off
+        warnings.simplefilter("ignore")                          # the console (np export writes no log)
+        files = [write_etrecord(program, device, pte_sha256, target / ETRECORD_FILE)]
+    traced = [r for r in job.profile if r.artifacts.get("trace") and r.checkpoint_sha256 == job.output.sha256]
+    etdump = exp.root / traced[-1].artifacts["trace"] if traced else None
+    if etdump is not None and etdump.is_file():
+        files.append(target / etdump.name)
+        shutil.copy2(etdump, files[-1])
+    return files
 
 
 def _export_records(exp: Experiment, store: ExperimentStore, target: Path) -> list[Path]:

@@ -82,8 +82,11 @@ class Backend(Record):
     delegated_column: str | None = None  # the pipeline table's column of delegated / total ops (None: not shown)
     layer_costs: bool = False  # its estimates carry a cost per layer (Vela's cycles); else layers rank by MACs
     # The ops inside one of its delegates, in run order, for per-layer times from an ETDump (None: not readable).
-    # A backend that gives it lowers with generate_etrecord=True, so that the compile can write the ETRecord.
     delegate_ops: DelegateOps | None = None
+    # Its lowering again, keeping ExecuTorch's ETRecord (generate_etrecord=True), for np export --level inspect
+    # (compile/etrecord.py). The compile makes none: np's views read the trace map, only the Inspector reads an
+    # ETRecord, and making one at every compile cost about 0.5 s of CPU per ResNet-18 compile. None: no ETRecord.
+    lower_with_etrecord: Lowering | None = None
     # Its lowering can run for minutes (Ethos-U: TOSA lowering, then Vela): np lowers in a watched child process
     # (processes.run_watched) that shows its stage and stops at run.detail.yaml's time_limit. The lowering says what
     # it is doing through processes.stage().

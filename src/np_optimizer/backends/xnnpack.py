@@ -19,7 +19,7 @@ from np_optimizer.backends.base import (
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
-__all__ = ["XNNPACK", "lower_xnnpack", "describe_xnnpack", "xnnpack_delegate_ops", "register_quantized_out_variants"]
+__all__ = ["XNNPACK", "lower_xnnpack", "lower_xnnpack_etrecord", "describe_xnnpack", "xnnpack_delegate_ops", "register_quantized_out_variants"]
 
 
 def register_quantized_out_variants() -> None:
@@ -35,6 +35,16 @@ def xnnpack_compile_options(_target: str | None) -> dict[str, Any]:
 
 
 def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path) -> Lowered:
+    return _lower(program, etrecord=False)
+
+
+def lower_xnnpack_etrecord(program: ExportedProgram, _target: str | None, _work_dir: Path) -> Lowered:
+    """lower_xnnpack keeping ExecuTorch's ETRecord (the same lowered program: generate_etrecord only adds a copy of
+    the edge program and the maps the Inspector reads)."""
+    return _lower(program, etrecord=True)
+
+
+def _lower(program: ExportedProgram, *, etrecord: bool) -> Lowered:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
@@ -44,9 +54,8 @@ def lower_xnnpack(program: ExportedProgram, _target: str | None, _work_dir: Path
     register_quantized_out_variants()
     # XNNPACK has no embedding: quantized tables go to ExecuTorch's quantized embedding kernels, outside the delegate
     program, _count = fuse_quantized_embeddings(program)
-    # the ETRecord ties the runtime's ETDump events to the graph (per-layer host times); the compile writes it
     with partition_rejects() as rejected:  # XNNPACK's configs say why for some ops (alpha != 1, a dtype, a rank)
-        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=True)
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=etrecord)
     return Lowered(edge, dict(rejected))
 
 
@@ -139,6 +148,7 @@ XNNPACK = register_backend(Backend(
     delegated_column="Delegated (XNNPACK)",
     compile_options=xnnpack_compile_options,
     delegate_ops=xnnpack_delegate_ops,
+    lower_with_etrecord=lower_xnnpack_etrecord,
     accelerator="XNNPACK",
     rewrites=("avg_pool_for_xnnpack", "mean_keepdim", "drop_constant_attention_mask"),
     no_reason="no XNNPACK kernel for {op}",  # XNNPACK has no config for the op: its partitioner never looks at it

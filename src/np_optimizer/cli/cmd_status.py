@@ -41,12 +41,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("export", epilog="Example: np export --level result -o ./release")
     def export(experiment: ExperimentOpt = None, project: ProjectOpt = None,
-               level: Annotated[str, typer.Option("--level", "-l", help="deploy (the .pte) | result (plus report, "
-                                                  "jobs, configs, logs).")] = "deploy",
+               level: Annotated[str, typer.Option("--level", "-l", help="deploy (the .pte) | inspect (plus its "
+                                                  "ETRecord, made now by one more lowering, and its latest ETDump, "
+                                                  "for ExecuTorch's Inspector) | result (plus report, jobs, configs, "
+                                                  "logs).")] = "deploy",
                output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Folder (default: "
                                                               "<experiment>/export/<level>).")] = None,
                json_mode: JsonOpt = False) -> None:
-        """Export the final checkpoint's .pte (and with --level result, the results)."""
+        """Export the final checkpoint's .pte (with --level inspect, its ETRecord and ETDump; with --level result, the
+        results)."""
         result = api.export(level=level, output=output, experiment=experiment, project=project)
         if json_mode:
             print_json(to_dict(result))

@@ -50,9 +50,9 @@ _log = logging.getLogger("np.Compiler")
 # What np writes into a compile folder besides the .pte (layers_graph.json, Arm debug_<tag>.json, ...), np's own
 # passes before the backend's (4: quantized embedding tables to ExecuTorch's embedding kernels) and what np leaves of
 # the backend's compile specs in the .pte (5: no compile folder, no vela.ini location), what layers_graph.json holds
-# (6: each op left outside the delegates with the partitioner's reason): raised when any changes, so a cached
-# compilation made the old way is not reused.
-COMPILE_LAYOUT = 6
+# (6: each op left outside the delegates with the partitioner's reason), no ETRecord (7: made when asked for,
+# compile/etrecord.py): raised when any changes, so a cached compilation made the old way is not reused.
+COMPILE_LAYOUT = 7
 
 
 def compile_dir(job_dir: Path, device: Device) -> Path:
@@ -207,7 +207,7 @@ def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) ->
     pte = out_dir / PTE_FILE
     buffer = executorch_program.buffer
     write_bytes(pte, buffer)
-    if backend.runs_on_host:  # what per-layer host times need: the ETRecord and the map of instructions to layers
+    if backend.runs_on_host:  # what per-layer host times need: the map of instructions to layers (no ETRecord)
         write_trace_files(executorch_program, delegates, out_dir)
     return {"pte_file": pte.name, "pte_bytes": len(buffer), "pte_sha256": hashlib.sha256(buffer).hexdigest(),
             **stats, "status": CompileStatus.OK, "reason": None,

@@ -1,6 +1,6 @@
 """The trace map of a compiled program (`layers_trace.json` beside the .pte): for each instruction of the program's
-chain, what the runtime's ETDump events of that instruction belong to. Written at compile time, with the ETRecord,
-because only the lowered program knows it; read without torch by host_times.py.
+chain, what the runtime's ETDump events of that instruction belong to. Written at compile time, because only the
+lowered program knows it; read without torch by host_times.py (np's per-layer host times need no ETRecord).
 
     {"schema_version": 1, "method": "forward",
      "instructions": [{"id": 3, "kind": "kernel", "op": "aten::avg_pool2d.out", "handles": [6]},
@@ -23,10 +23,9 @@ if TYPE_CHECKING:
 
     from np_optimizer.backends import Backend
 
-__all__ = ["TRACE_FILE", "ETRECORD_FILE", "delegate_handles", "trace_map", "write_trace_files"]
+__all__ = ["TRACE_FILE", "delegate_handles", "trace_map", "write_trace_files"]
 
 TRACE_FILE = "layers_trace.json"
-ETRECORD_FILE = "model.etrecord"
 TRACE_SCHEMA = 1
 
 
@@ -83,17 +82,11 @@ def trace_map(executorch_program: Any, delegates: list[dict[str, Any]], method: 
 
 
 def write_trace_files(executorch_program: Any, delegates: list[dict[str, Any]], out_dir: Path) -> list[str]:
-    """The ETRecord and the trace map, best effort (a compile never fails for a view); the files written."""
-    written = []
+    """The trace map, best effort (a compile never fails for a view); the files written. No ETRecord: np's rows need
+    the trace map only; an ETRecord for ExecuTorch's Inspector is made when asked for (compile/etrecord.py)."""
     try:
         write_json(out_dir / TRACE_FILE, trace_map(executorch_program, delegates))
-        written.append(TRACE_FILE)
     except Exception as exc:
         write_json(out_dir / TRACE_FILE, {"schema_version": TRACE_SCHEMA, "error": f"{type(exc).__name__}: {exc}",
                                           "instructions": []})
-    try:
-        executorch_program.get_etrecord().save(str(out_dir / ETRECORD_FILE))
-        written.append(ETRECORD_FILE)
-    except Exception:  # lowered without generate_etrecord: the trace map alone is enough for np's rows
-        pass
-    return written
+    return [TRACE_FILE]

@@ -69,7 +69,7 @@ class ExportRecord(Record):
 
     No schema_version: `np export --json` prints this record as is, and its shape is pinned."""
 
-    level: str  # "deploy" | "result"
+    level: str  # "deploy" | "inspect" | "result"
     folder: str
     checkpoint: str
     job: str
