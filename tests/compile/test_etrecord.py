@@ -4,6 +4,9 @@ measured), so ExecuTorch's Inspector can read it."""
 
 from __future__ import annotations
 
+import os
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,15 @@ def test_inspect_export_makes_the_etrecord_of_the_compiled_pte(mlp_pi_run: Finis
     etrecord = parse_etrecord(str(tmp_path / "inspect" / "model.etrecord"))
     assert etrecord.edge_dialect_program is not None and etrecord._debug_handle_map
     assert not list((tmp_path / "inspect").glob(".*"))  # no temporary file left
+    # its nodes' stack traces name no folder of this machine (the model's source, torch's modules, the workspace)
+    stored = b"".join(zipfile.ZipFile(tmp_path / "inspect" / "model.etrecord").read(n) for n in
+                      zipfile.ZipFile(tmp_path / "inspect" / "model.etrecord").namelist())
+    assert b"torch/nn/modules/linear.py" in stored  # the traces are kept, by their path inside site-packages
+    import np_optimizer
+
+    machine = {sys.prefix, os.path.realpath(sys.prefix), str(Path(np_optimizer.__file__).parents[1]),
+               str(exp.parent.parent), os.path.expanduser("~")}
+    assert not [m for m in machine if len(m) > 1 and m.encode() in stored]
 
 
 def test_an_etrecord_of_another_pte_or_an_npu_is_refused(mlp_pi_run: FinishedRun, tmp_path: Path) -> None:

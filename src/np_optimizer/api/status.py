@@ -19,6 +19,7 @@ from np_optimizer.workspace.store import ExperimentStore
 if TYPE_CHECKING:
     from np_optimizer.devices import Device
     from np_optimizer.records import ExportRecord
+    from np_optimizer.workspace.portable import MachinePaths
 
 __all__ = ["status", "export", "EXPORT_LEVELS"]
 
@@ -136,16 +137,19 @@ def export(*, level: str = "deploy", output: Path | None = None, experiment: str
 def _export_inspect(exp: Experiment, job: JobRecord, device: Device, pte_sha256: str, target: Path) -> list[Path]:
     """The ETRecord of the exported .pte, lowered again from the job's .pt2, and the ETDump of the checkpoint's latest
     traced round (a measured round on a CPU device), when there is one."""
+    import functools
     import warnings
 
     from np_optimizer.compile.etrecord import ETRECORD_FILE, write_etrecord
     from np_optimizer.logs import quiet_native_output
+    from np_optimizer.workspace.portable import portable_stack_trace
 
     assert job.output is not None
     program = exp.root / job.name / job.output.file
     with warnings.catch_warnings(), quiet_native_output(None):  # the libraries' words, as np run keeps them off
         warnings.simplefilter("ignore")                          # the console (np export writes no log)
-        files = [write_etrecord(program, device, pte_sha256, target / ETRECORD_FILE)]
+        files = [write_etrecord(program, device, pte_sha256, target / ETRECORD_FILE,
+                                portable=functools.partial(portable_stack_trace, _machine_paths(exp)))]
     traced = [r for r in job.profile if r.artifacts.get("trace") and r.checkpoint_sha256 == job.output.sha256]
     etdump = exp.root / traced[-1].artifacts["trace"] if traced else None
     if etdump is not None and etdump.is_file():
@@ -154,15 +158,20 @@ def _export_inspect(exp: Experiment, job: JobRecord, device: Device, pte_sha256:
     return files
 
 
+def _machine_paths(exp: Experiment) -> MachinePaths:
+    """This machine's folders that exported files name by placeholder (workspace/portable.py)."""
+    from np_optimizer.workspace.portable import machine_paths
+
+    workspace = exp.project.workspace
+    return machine_paths(experiment=exp.root, workspace=workspace.root if workspace else None, extra=_model_folder(exp))
+
+
 def _export_records(exp: Experiment, store: ExperimentStore, target: Path) -> list[Path]:
     """The records, configs and logs, with this machine's folders replaced by placeholders (workspace/portable.py):
     what is handed over names no home, workspace, cache or virtual environment."""
     from np_optimizer.files import read_json, write_text
-    from np_optimizer.workspace.portable import machine_paths
 
-    workspace = exp.project.workspace
-    paths = machine_paths(experiment=exp.root, workspace=workspace.root if workspace else None,
-                          extra=_model_folder(exp))
+    paths = _machine_paths(exp)
     files: list[Path] = []
     for name in ("report.json", "meta.json"):
         if (exp.root / name).exists():

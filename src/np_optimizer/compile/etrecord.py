@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from np_optimizer.adapters.torch_private import shared_provenance
 from np_optimizer.backends import get_backend
@@ -36,15 +38,20 @@ def check_etrecord(device: Device) -> None:
                                     "shows Vela's per-layer figures.", code="NP-CFG-422")
 
 
-def write_etrecord(program_path: Path, device: Device, pte_sha256: str, path: Path) -> Path:
+def write_etrecord(program_path: Path, device: Device, pte_sha256: str, path: Path, *,
+                   portable: Callable[[str], str] | None = None) -> Path:
     """Lower the .pt2 at `program_path` for `device` again, keeping the ETRecord, and write it to `path` (atomic);
-    a lowering whose .pte is not the compiled one (`pte_sha256`) is an error, not an ETRecord of another program."""
+    a lowering whose .pte is not the compiled one (`pte_sha256`) is an error, not an ETRecord of another program.
+    `portable` rewrites each node's stack trace first (the ETRecord stores them, with the absolute paths of the
+    model's source and of torch's modules; the .pte holds none, so its bytes stay the same)."""
     from np_optimizer.graph.program_io import load_program
 
     check_etrecord(device)
     backend = get_backend(device.backend)
     assert backend.lower_with_etrecord is not None
     program = load_program(program_path)
+    if portable is not None:
+        _rewrite_stack_traces(program, portable)
     with tempfile.TemporaryDirectory(prefix="np-etrecord-") as work, shared_provenance():  # as the compile lowers
         lowered = backend.lower_with_etrecord(program, device.mlia_target, Path(work))
         config = backend.executorch_config() if backend.executorch_config else None
@@ -59,3 +66,12 @@ def write_etrecord(program_path: Path, device: Device, pte_sha256: str, path: Pa
         executorch_program.get_etrecord().save(buffer)
     write_bytes(path, buffer.getvalue())
     return path
+
+
+def _rewrite_stack_traces(program: Any, rewrite: Callable[[str], str]) -> None:
+    for module in program.graph_module.modules():  # control flow's submodules too
+        graph = getattr(module, "graph", None)
+        for node in graph.nodes if graph is not None else ():
+            trace = node.meta.get("stack_trace")
+            if isinstance(trace, str):
+                node.meta["stack_trace"] = rewrite(trace)

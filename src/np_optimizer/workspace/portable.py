@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MachinePaths", "machine_paths"]
+__all__ = ["MachinePaths", "machine_paths", "portable_stack_trace"]
 
+_FILE_IN_TRACE = re.compile(r'File "([^"]+)"')
 # what may follow a folder's path inside a longer text: a separator or anything that cannot be part of a name
 _AFTER = r"(?=[/\\\s\"'`:,;()\[\]{}<>|=]|$)"
 
@@ -66,3 +67,23 @@ def machine_paths(*, experiment: Path, workspace: Path | None, extra: Iterable[t
     folders += [(sys.prefix, "<venv>"), (sys.base_prefix, "<python>"), (sys.exec_prefix, "<venv>"),
                 (tempfile.gettempdir(), "<tmp>"), (Path.home(), "~")]
     return MachinePaths(folders)
+
+
+def portable_stack_trace(paths: MachinePaths, trace: str) -> str:
+    """A Python stack trace (a graph node's `stack_trace`, which torch.export keeps and an ETRecord stores) naming no
+    folder of this machine: an installed package's file by its path inside site-packages (torch/nn/modules/conv.py),
+    a file of the experiment or workspace by its placeholder, any other by its name alone (the model's source may be
+    anywhere on the machine, a checkout or a temporary folder)."""
+    def portable(match: re.Match[str]) -> str:
+        path = match.group(1)
+        if not os.path.isabs(path):
+            return match.group(0)
+        if "site-packages" in Path(path).parts:
+            parts = Path(path).parts
+            return f'File "{Path(*parts[len(parts) - parts[::-1].index("site-packages"):])}"'
+        placed = paths.text(path)
+        if placed.startswith(("<experiment>", "<workspace>")):
+            return f'File "{placed}"'
+        return f'File "{Path(path).name}"'
+
+    return _FILE_IN_TRACE.sub(portable, trace)
