@@ -143,3 +143,38 @@ def test_shared_provenance_builds_the_same_records_without_deep_copies(program: 
         shallow = fx_traceback.NodeSource(node)
     assert shallow.from_node[0] is node.meta["from_node"][0] and shallow.from_node is not node.meta["from_node"]
     assert shallow.to_dict() == deep.to_dict()
+
+
+def test_materialize_cia_once_does_torchs_work_once_and_again_for_a_new_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch materializes the C++ dispatcher's CIA ops once per op namespace in every `_collect_all_valid_cia_ops`
+    (the waste); within materialize_cia_once it does so once, with the same ops collected, and again as soon as an
+    op is registered (found like torch finds it). Without the private function the block runs unpatched."""
+    from torch._export import utils as export_utils
+
+    calls: list[int] = []
+    real = export_utils._materialize_cpp_cia_ops
+
+    def counted() -> None:
+        calls.append(1)
+        real()
+
+    monkeypatch.setattr(export_utils, "_materialize_cpp_cia_ops", counted)
+    plain = export_utils._collect_all_valid_cia_ops()
+    assert len(calls) > 1  # torch's own: once per namespace, the same ops each time
+    calls.clear()
+    lib = torch.library.Library("np_cia_pin", "DEF")
+    try:
+        with tp.materialize_cia_once():
+            assert export_utils._collect_all_valid_cia_ops() == plain
+            assert export_utils._collect_all_valid_cia_ops() == plain and len(calls) == 1
+            lib.define("twice(Tensor x) -> Tensor")
+            lib.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+            found = export_utils._collect_all_valid_cia_ops()  # before np's own getattr would materialize it
+            assert torch.ops.np_cia_pin.twice.default in found
+            assert len(calls) == 2
+        assert export_utils._materialize_cpp_cia_ops is counted  # put back
+    finally:
+        lib._destroy()
+    monkeypatch.delattr(export_utils, "_materialize_cpp_cia_ops")
+    with tp.materialize_cia_once():
+        pass
