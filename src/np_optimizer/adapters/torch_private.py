@@ -20,6 +20,9 @@ moves or changes one fails there first, not inside a step, a compile or a statis
                             C++ dispatcher made a torch.ops attribute) skipped while the dispatcher's list of those
                             ops is the one already materialized: torch runs it once per op namespace in every
                             run_decompositions (about 8% of a lowering's CPU time)
+    typing_callable_in_ops  torch._ops' module-global `Callable` (collections.abc's) swapped for typing's while np
+                            lowers: OperatorBase.py_impl evaluates `Callable[_P, _T]` in its inner function's
+                            annotations at every call (36,000 calls a lowering), and typing caches that subscription
 
 torch is imported inside each function: importing this module costs nothing.
 """
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["detect_fake_mode", "update_program", "is_op_overload", "op_schema", "overload_name", "tree_map",
            "tree_leaves", "tree_flatten", "tree_unflatten", "is_traceable_wrapper_subclass",
            "register_quantized_decomposed", "stable_provenance", "shared_provenance",
-           "materialize_cia_once"]
+           "materialize_cia_once", "typing_callable_in_ops"]
 
 
 def detect_fake_mode(values: Sequence[Any]) -> Any:
@@ -222,3 +225,29 @@ def materialize_cia_once() -> Iterator[None]:
         yield
     finally:
         export_utils._materialize_cpp_cia_ops = original
+
+
+@contextlib.contextmanager
+def typing_callable_in_ops() -> Iterator[None]:
+    """While the block runs (np's lowering), torch._ops sees typing.Callable where it imported collections.abc's.
+    `OperatorBase.py_impl` defines a function annotated `Callable[_P, _T]` at every call, and a decomposition calls it
+    for each of about 700 CIA ops and 9 dispatch keys, six times a lowering: collections.abc builds a new generic
+    alias each time (0.16 CPU-s a lowering here), typing returns its cached one (0.03). Both are the same type for
+    isinstance (torch._ops' only other run-time use); only the annotations' objects differ, which nothing reads. A
+    torch._ops without that import (annotations made lazy, a module renamed): the block runs unpatched."""
+    import collections.abc
+    import typing
+
+    try:
+        from torch import _ops as ops
+    except ImportError:
+        yield
+        return
+    if getattr(ops, "Callable", None) is not collections.abc.Callable:
+        yield
+        return
+    ops.Callable = typing.Callable  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        ops.Callable = collections.abc.Callable  # type: ignore[attr-defined]
