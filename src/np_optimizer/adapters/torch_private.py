@@ -200,7 +200,8 @@ def materialize_cia_once() -> Iterator[None]:
     idempotent (a getattr that makes each op a torch.ops attribute); torch calls it once per op namespace (39 to 43
     here) in each `_collect_all_valid_cia_ops`, five times a lowering: about 50 ms each time, the same ops each time.
     An op registered meanwhile (ExecuTorch defines some while lowering) changes the list, so it is materialized as
-    torch would. A torch without the function: the block runs unpatched."""
+    torch would. A torch without the function: the block runs unpatched. Like shared_provenance, one lowering
+    thread at a time."""
     import torch
 
     try:
@@ -234,7 +235,8 @@ def typing_callable_in_ops() -> Iterator[None]:
     for each of about 700 CIA ops and 9 dispatch keys, six times a lowering: collections.abc builds a new generic
     alias each time (0.16 CPU-s a lowering here), typing returns its cached one (0.03). Both are the same type for
     isinstance (torch._ops' only other run-time use); only the annotations' objects differ, which nothing reads. A
-    torch._ops without that import (annotations made lazy, a module renamed): the block runs unpatched."""
+    torch._ops without that import (annotations made lazy, a module renamed): the block runs unpatched; so does a
+    block inside another one (the outer one puts it back)."""
     import collections.abc
     import typing
 
