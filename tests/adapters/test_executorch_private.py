@@ -167,3 +167,26 @@ def test_partition_rejects_takes_both_reporters_calls_for_the_block_only() -> No
     assert "Clamp needs" in reporter.get_table_report()  # the reporter's own table still has it
     assert WhyNoPartitionReporter.report_reject.__name__ == "report_reject" and \
         WhyNoPartition.__call__.__name__ == "__call__"
+
+
+def test_the_unchecked_edge_config_lowers_to_the_same_bytes() -> None:
+    """The edge IR check only raises: XNNPACK lowers a program to the same .pte with it (the default config) and
+    without it (edge_config_unchecked, as np lowers), and the unchecked config is the default one but for the check."""
+    import copy
+
+    from executorch.backends.xnnpack import get_xnnpack_edge_compile_config
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    torch.manual_seed(0)
+    program = torch.export.export(_Small().eval(), (torch.randn(2, 4),))
+
+    def pte(config: Any) -> bytes:
+        lowered = to_edge_transform_and_lower(copy.deepcopy(program), partitioner=[XnnpackPartitioner()],
+                                              compile_config=config)
+        return bytes(lowered.to_executorch().buffer)
+
+    assert pte(None) == pte(ep.edge_config_unchecked())
+    unchecked, default = vars(ep.edge_config_unchecked()), vars(EdgeCompileConfig())
+    assert {k for k in default if unchecked[k] != default[k]} == {"_check_ir_validity"}
+    assert vars(get_xnnpack_edge_compile_config()) == unchecked  # XNNPACK's own recipe lowers the same way

@@ -174,3 +174,71 @@ def test_the_canonical_check_is_skipped_and_the_bytes_stay_the_same(program: tor
     finally:
         serialize.canonicalize = original
     assert skipped == plain
+
+
+def test_materialize_cia_once_does_torchs_work_once_and_again_for_a_new_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch materializes the C++ dispatcher's CIA ops once per op namespace in every `_collect_all_valid_cia_ops`
+    (the waste); within materialize_cia_once it does so once, with the same ops collected, and again as soon as an
+    op is registered (found like torch finds it). Without the private function the block runs unpatched."""
+    from torch._export import utils as export_utils
+
+    calls: list[int] = []
+    real = export_utils._materialize_cpp_cia_ops
+
+    def counted() -> None:
+        calls.append(1)
+        real()
+
+    monkeypatch.setattr(export_utils, "_materialize_cpp_cia_ops", counted)
+    plain = export_utils._collect_all_valid_cia_ops()
+    assert len(calls) > 1  # torch's own: once per namespace, the same ops each time
+    calls.clear()
+    lib = torch.library.Library("np_cia_pin", "DEF")
+    try:
+        with tp.materialize_cia_once():
+            assert export_utils._collect_all_valid_cia_ops() == plain
+            assert export_utils._collect_all_valid_cia_ops() == plain and len(calls) == 1
+            lib.define("twice(Tensor x) -> Tensor")
+            lib.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+            found = export_utils._collect_all_valid_cia_ops()  # before np's own getattr would materialize it
+            assert torch.ops.np_cia_pin.twice.default in found
+            assert len(calls) == 2
+        assert export_utils._materialize_cpp_cia_ops is counted  # put back
+    finally:
+        lib._destroy()
+    monkeypatch.delattr(export_utils, "_materialize_cpp_cia_ops")
+    with tp.materialize_cia_once():
+        pass
+
+
+def test_typing_callable_in_ops_gives_py_impl_typings_cached_alias_and_the_same_kernel() -> None:
+    """torch._ops imports collections.abc's Callable and py_impl's inner function evaluates `Callable[_P, _T]` at
+    each call (a new alias each time: the waste); within typing_callable_in_ops the alias is typing's cached one, the
+    kernel registers the same, and isinstance (torch._ops' run-time use) agrees. Put back after."""
+    import collections.abc
+    import typing
+
+    from torch import _ops
+
+    assert _ops.Callable is collections.abc.Callable
+
+    def annotation(op: Any) -> Any:
+        inner = op.py_impl(torch._C.DispatchKey.CPU)
+        return inner.__annotations__["fn"]
+
+    op = torch.ops.aten.sinc.default  # an op np's lowerings never see, its py_kernels put back below
+    saved = dict(op.py_kernels)
+    try:
+        plain = annotation(op)
+        assert type(plain).__module__ in ("collections.abc", "_collections_abc") and annotation(op) is not plain
+        with tp.typing_callable_in_ops():
+            cached = annotation(op)
+            assert annotation(op) is cached and typing.get_origin(cached) is collections.abc.Callable
+            assert isinstance(len, _ops.Callable) and not isinstance(1, _ops.Callable)
+            kernel = op.py_impl(torch._C.DispatchKey.CPU)(torch.sin)
+            assert kernel is torch.sin and op.py_kernels[torch._C.DispatchKey.CPU] is torch.sin
+        assert _ops.Callable is collections.abc.Callable
+    finally:
+        op.py_kernels.clear()
+        op.py_kernels.update(saved)
+        op._dispatch_cache.clear()

@@ -11,7 +11,8 @@ moves or changes one fails there first, not deep inside a compile or a profile.
     experimental_warning      `exir._warnings.ExperimentalWarning`, the category of "experimental API" warnings
     edge_op_overload          the ATen OpOverload an edge dialect op wraps (EdgeOpOverload._op)
     pack_embedding_weight     quant_fusion::_pack_embedding_weight: ExecuTorch's int4 packing of an embedding table
-    edge_config_unchecked     EdgeCompileConfig(_check_ir_validity=False): to_edge without the core-ATen check
+    edge_config_unchecked     EdgeCompileConfig(_check_ir_validity=False): to_edge without the core-ATen and edge
+                              IR checks (Arm's reference flow and XNNPACK's recipe), the same .pte otherwise
     arm_partition_hooks       calls around each NPU partition's TOSA lowering and Vela compile in the Arm backend:
                               TOSABackend._preprocess and EthosUBackend._compile_tosa_flatbuffer patched for a block,
                               the partition's tag (arm_get_first_delegation_tag) and its compile spec's intermediate
@@ -104,7 +105,10 @@ def pack_embedding_weight(table: Any, bits: int) -> Any:
 
 
 def edge_config_unchecked() -> Any:
-    """The EdgeCompileConfig of Arm's reference flow: no core-ATen check in to_edge (its passes emit ops outside it)."""
+    """The EdgeCompileConfig of Arm's reference flow (its passes emit ops outside core ATen) and of XNNPACK's recipe
+    (get_xnnpack_edge_compile_config): no core-ATen or edge IR check, which ExecuTorch otherwise runs again on every
+    program a pass builds; every other option is the default, so a program that passes the checks lowers to the same
+    bytes (tests/adapters/test_executorch_private.py)."""
     from executorch.exir import EdgeCompileConfig
 
     return EdgeCompileConfig(_check_ir_validity=False)

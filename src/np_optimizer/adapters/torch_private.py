@@ -19,6 +19,13 @@ moves or changes one fails there first, not inside a step, a compile or a statis
     shared_provenance       NodeSource(node) built with a shallow copy of the node's `from_node` list instead of
                             copy.deepcopy: every pass of a lowering records each node's whole history again, so
                             the deep copies grow with the passes run (about a tenth of a lowering's CPU time)
+    materialize_cia_once    torch._export.utils._materialize_cpp_cia_ops (every CompositeImplicitAutograd op of the
+                            C++ dispatcher made a torch.ops attribute) skipped while the dispatcher's list of those
+                            ops is the one already materialized: torch runs it once per op namespace in every
+                            run_decompositions (about 8% of a lowering's CPU time)
+    typing_callable_in_ops  torch._ops' module-global `Callable` (collections.abc's) swapped for typing's while np
+                            lowers: OperatorBase.py_impl evaluates `Callable[_P, _T]` in its inner function's
+                            annotations at every call (36,000 calls a lowering), and typing caches that subscription
 
 torch is imported inside each function: importing this module costs nothing.
 """
@@ -36,7 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = ["detect_fake_mode", "update_program", "is_op_overload", "op_schema", "overload_name", "tree_map",
            "tree_leaves", "tree_flatten", "tree_unflatten", "is_traceable_wrapper_subclass",
-           "register_quantized_decomposed", "stable_provenance", "without_canonical_check", "shared_provenance"]
+           "register_quantized_decomposed", "stable_provenance", "without_canonical_check", "shared_provenance",
+           "materialize_cia_once", "typing_callable_in_ops"]
 
 
 def detect_fake_mode(values: Sequence[Any]) -> Any:
@@ -207,3 +215,65 @@ def shared_provenance() -> Iterator[None]:
         yield
     finally:
         cls.__init__ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def materialize_cia_once() -> Iterator[None]:
+    """While the block runs (np's lowering), torch's `_materialize_cpp_cia_ops` does its work only when the C++
+    dispatcher's list of CompositeImplicitAutograd ops differs from the list it last materialized. What it does is
+    idempotent (a getattr that makes each op a torch.ops attribute); torch calls it once per op namespace (39 to 43
+    here) in each `_collect_all_valid_cia_ops`, five times a lowering: about 50 ms each time, the same ops each time.
+    An op registered meanwhile (ExecuTorch defines some while lowering) changes the list, so it is materialized as
+    torch would. A torch without the function: the block runs unpatched. Like shared_provenance, one lowering
+    thread at a time."""
+    import torch
+
+    try:
+        from torch._export import utils as export_utils
+
+        original = export_utils._materialize_cpp_cia_ops
+        registrations = torch._C._dispatch_get_registrations_for_dispatch_key
+    except (ImportError, AttributeError):
+        yield
+        return
+    done: list[Any] = [None]  # the registrations last materialized
+
+    def materialize() -> None:
+        current = registrations("CompositeImplicitAutograd")
+        if current == done[0]:
+            return
+        original()
+        done[0] = current
+
+    export_utils._materialize_cpp_cia_ops = materialize
+    try:
+        yield
+    finally:
+        export_utils._materialize_cpp_cia_ops = original
+
+
+@contextlib.contextmanager
+def typing_callable_in_ops() -> Iterator[None]:
+    """While the block runs (np's lowering), torch._ops sees typing.Callable where it imported collections.abc's.
+    `OperatorBase.py_impl` defines a function annotated `Callable[_P, _T]` at every call, and a decomposition calls it
+    for each of about 700 CIA ops and 9 dispatch keys, six times a lowering: collections.abc builds a new generic
+    alias each time (0.16 CPU-s a lowering here), typing returns its cached one (0.03). Both are the same type for
+    isinstance (torch._ops' only other run-time use); only the annotations' objects differ, which nothing reads. A
+    torch._ops without that import (annotations made lazy, a module renamed): the block runs unpatched; so does a
+    block inside another one (the outer one puts it back)."""
+    import collections.abc
+    import typing
+
+    try:
+        from torch import _ops as ops
+    except ImportError:
+        yield
+        return
+    if getattr(ops, "Callable", None) is not collections.abc.Callable:
+        yield
+        return
+    ops.Callable = typing.Callable  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        ops.Callable = collections.abc.Callable  # type: ignore[attr-defined]

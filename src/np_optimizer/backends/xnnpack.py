@@ -48,14 +48,18 @@ def _lower(program: ExportedProgram, *, etrecord: bool) -> Lowered:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    from np_optimizer.adapters.executorch_private import partition_rejects
+    from np_optimizer.adapters.executorch_private import edge_config_unchecked, partition_rejects
     from np_optimizer.graph.embedding_kernels import fuse_quantized_embeddings
 
     register_quantized_out_variants()
     # XNNPACK has no embedding: quantized tables go to ExecuTorch's quantized embedding kernels, outside the delegate
     program, _count = fuse_quantized_embeddings(program)
+    # the compile writes no ETRecord (np export --level inspect makes one: `etrecord`); it lowers without the edge IR
+    # check, as XNNPACK's own recipe lowers (get_xnnpack_edge_compile_config): it verified the program again after
+    # each pass, about a tenth of the lowering's CPU; the check only raises, the .pte is the same
     with partition_rejects() as rejected:  # XNNPACK's configs say why for some ops (alpha != 1, a dtype, a rank)
-        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()], generate_etrecord=etrecord)
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()],
+                                           compile_config=edge_config_unchecked(), generate_etrecord=etrecord)
     return Lowered(edge, dict(rejected))
 
 
