@@ -70,6 +70,14 @@ no other trial has), its fidelity (the program and the .pte on the evaluation in
 on this machine (0.6 to 1 s, of its own .pte); the first trial also pays the imports and the patterns once. The old
 way's 6 trials repeat those imports and traces in every trial (each 20 to 43 s).
 
+On a quiet machine (2026-12-07 18:49, main at 2b8d6a9, load 0.9 to 1.1, nothing else running), after the lowering's
+upstream waste was cut (adapters/: CIA ops materialized once, typing's Callable, XNNPACK without the edge IR check)
+and np run stopped making an ETRecord, which made both ways faster: old 80.6 s (82.5 CPU s), new 31.3 s (32.8 CPU s),
+2.57x (CPU 2.51x; at most 4.78x), the same figures. The new way's first trial took 14.9 s, 8.7 s of it waiting for
+the warm host's imports (4.5 s) and its prime; the later trials 2.6 to 3.8 s (steps 1.8 to 3.1 s, profiling 0.56 s,
+overhead 0.18 to 0.21 s); each old-way trial 11.8 to 15.5 s. For 3x the new way would have to lose 4.4 s more: about
+the first trial's wait for the host; the rest is each scheme's own GRAPH_QUANTIZE.
+
 sample_npu (4 trials, Ethos-U, MLIA's estimates), once, load 3.7 to 4.6: old 142.8 s, new 91.2 s, 1.57x (at most
 2.83x), CPU 97 -> 64 s (1.52x), overhead after the first trial 0.37 s. Its first trial took 60 s, of which 21.8 s
 profiling (MLIA's estimates of the float INPUT_MODEL and GRAPH_OPTIMIZE, which the later trials take from the estimate
