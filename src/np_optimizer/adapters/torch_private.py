@@ -165,6 +165,18 @@ def stable_provenance(program: ExportedProgram) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """`owner.<name>` is `value` while the block runs and what it was again after (each patch of upstream waste
+    below: np's lowering and saving run in one thread)."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextlib.contextmanager
 def without_canonical_check() -> Iterator[None]:
     """While the block runs (torch.export.save), torch's serializer skips `canonicalize(serialized_ep, constants)`,
     which it calls only to test that a canonical form exists ("Test canonical form is well defined") and whose
@@ -173,16 +185,11 @@ def without_canonical_check() -> Iterator[None]:
     writes its checkpoints from one thread)."""
     from torch._export.serde import serialize
 
-    original = serialize.canonicalize
-
     def skipped(ep: Any, constants: set[str] | None = None) -> Any:
         return ep
 
-    serialize.canonicalize = skipped
-    try:
+    with _swapped(serialize, "canonicalize", skipped):
         yield
-    finally:
-        serialize.canonicalize = original
 
 
 @contextlib.contextmanager
@@ -210,11 +217,8 @@ def shared_provenance() -> Iterator[None]:
             node.meta["from_node"] = history
         self.from_node = list(history)
 
-    cls.__init__ = init  # type: ignore[method-assign]
-    try:
+    with _swapped(cls, "__init__", init):
         yield
-    finally:
-        cls.__init__ = original  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -245,11 +249,8 @@ def materialize_cia_once() -> Iterator[None]:
         original()
         done[0] = current
 
-    export_utils._materialize_cpp_cia_ops = materialize
-    try:
+    with _swapped(export_utils, "_materialize_cpp_cia_ops", materialize):
         yield
-    finally:
-        export_utils._materialize_cpp_cia_ops = original
 
 
 @contextlib.contextmanager
@@ -272,8 +273,5 @@ def typing_callable_in_ops() -> Iterator[None]:
     if getattr(ops, "Callable", None) is not collections.abc.Callable:
         yield
         return
-    ops.Callable = typing.Callable  # type: ignore[attr-defined]
-    try:
+    with _swapped(ops, "Callable", typing.Callable):
         yield
-    finally:
-        ops.Callable = collections.abc.Callable  # type: ignore[attr-defined]
