@@ -17,6 +17,7 @@ checked with each trial's run.yaml, as for any sweep value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from np_optimizer.backends import all_scheme_names
@@ -39,8 +40,8 @@ _EXAMPLE = "Example: `strategy: {mixed: {candidates: [W8-A8, W8-A16], budget: la
 
 
 def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, ...], str, int, str, str]:
-    """(candidates, budget, points, from, rest) of the block, the defaults where one is missing (rest: from's);
-    issues for each mistake."""
+    """(candidates, budget, points, from, rest) of the block, the defaults where one is missing; issues for each
+    mistake."""
     loc = "strategy.mixed"
     candidates, budget, points = MIXED_DEFAULT
     if raw is None:
@@ -54,29 +55,31 @@ def mixed_strategy(raw: Any, issues: list[ValidationIssue]) -> tuple[tuple[str, 
             issues.append(issue("S044", L_SCHEMA, f"{loc}.{key}", f"mixed has no option '{key}'.",
                                 did_you_mean(str(key), _OPTIONS)))
     candidates = _candidates(raw.get("candidates", list(candidates)), f"{loc}.candidates", issues)
-    budget = raw.get("budget", budget)
-    if budget not in MIXED_BUDGETS:
-        issues.append(issue("S045", L_SCHEMA, f"{loc}.budget", f"Unknown budget {budget!r}: a move costs latency or "
-                            "size.", did_you_mean(str(budget), MIXED_BUDGETS)))
-        budget = "latency"
+    budget = _choice(raw, "budget", MIXED_BUDGETS, loc, issues, "S045",
+                     lambda got: f"Unknown budget {got!r}: a move costs latency or size.")
     points = raw.get("points", points)
     if not isinstance(points, int) or isinstance(points, bool) or not 1 <= points <= 64:
         issues.append(issue("S046", L_SCHEMA, f"{loc}.points", f"points is how many mixed trials to run (1 to 64), "
                             f"got {points!r}.", "Example: `points: 8` (the two uniform trials come on top)."))
         points = 1
-    measure_from = raw.get("from", MIXED_FROM[0])
-    if measure_from not in MIXED_FROM:
-        issues.append(issue("S048", L_SCHEMA, f"{loc}.from", f"from is the uniform trial that measures the "
-                            f"sensitivity, widest or base; got {measure_from!r}.",
-                            did_you_mean(str(measure_from), MIXED_FROM)))
-        measure_from = MIXED_FROM[0]
-    rest = raw.get("rest", MIXED_REST[0])
-    if rest not in MIXED_REST:
-        issues.append(issue("S049", L_SCHEMA, f"{loc}.rest", f"rest is the format of the ops no move names (the "
-                            f"points' scheme): widest, base, or both (each point over each); got {rest!r}.",
-                            did_you_mean(str(rest), MIXED_REST)))
-        rest = MIXED_REST[0]
-    return candidates, str(budget), points, str(measure_from), str(rest)
+    measure_from = _choice(raw, "from", MIXED_FROM, loc, issues, "S048",
+                           lambda got: f"from is the uniform trial that measures the sensitivity, widest or base; "
+                                       f"got {got!r}.")
+    rest = _choice(raw, "rest", MIXED_REST, loc, issues, "S049",
+                   lambda got: f"rest is the format of the ops no move names (the points' scheme): widest, base, or "
+                               f"both (each point over each); got {got!r}.")
+    return candidates, budget, points, measure_from, rest
+
+
+def _choice(raw: dict[Any, Any], key: str, choices: tuple[str, ...], loc: str, issues: list[ValidationIssue],
+            code: str, message: Callable[[Any], str]) -> str:
+    """The block's `key`, one of `choices` (the first when it is missing); an issue with the nearest choice, and the
+    first, when it is none of them."""
+    value = raw.get(key, choices[0])
+    if value in choices:
+        return str(value)
+    issues.append(issue(code, L_SCHEMA, f"{loc}.{key}", message(value), did_you_mean(str(value), choices)))
+    return choices[0]
 
 
 def mixed_label(rest: str | None) -> str:
