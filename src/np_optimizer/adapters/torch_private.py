@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["detect_fake_mode", "update_program", "is_op_overload", "op_schema", "overload_name", "tree_map",
            "tree_leaves", "tree_flatten", "tree_unflatten", "is_traceable_wrapper_subclass",
            "register_quantized_decomposed", "stable_provenance", "without_canonical_check", "shared_provenance",
-           "materialize_cia_once", "typing_callable_in_ops"]
+           "materialize_cia_once", "typing_callable_in_ops", "lean_lowering"]
 
 
 def detect_fake_mode(values: Sequence[Any]) -> Any:
@@ -274,4 +274,12 @@ def typing_callable_in_ops() -> Iterator[None]:
         yield
         return
     with _swapped(ops, "Callable", typing.Callable):
+        yield
+
+
+@contextlib.contextmanager
+def lean_lowering() -> Iterator[None]:
+    """How np lowers a program (the compile, and the ETRecord's lowering again): shared provenance records, CIA ops
+    materialized once and typing's cached Callable, each the same programs and files with less repeated work."""
+    with shared_provenance(), materialize_cia_once(), typing_callable_in_ops():
         yield

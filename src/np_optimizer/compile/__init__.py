@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from np_optimizer.adapters.torch_private import materialize_cia_once, shared_provenance, typing_callable_in_ops
+from np_optimizer.adapters.torch_private import lean_lowering
 from np_optimizer.backends import get_backend
 from np_optimizer.compile.cache import ENTRY_FILE, CachedCompile, CompileCache
 from np_optimizer.compile.result import CompileResult, read_compile_record, write_compile_record
@@ -182,9 +182,7 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
     return CompileResult(**base, **fields, seconds=round(time.perf_counter() - start, 3))
 
 
-@shared_provenance()
-@materialize_cia_once()
-@typing_callable_in_ops()
+@lean_lowering()
 def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) -> dict[str, Any]:
     """Lower through the device's backend (which writes nothing of np's), then write what it gave: the per-op layer
     file (read before to_executorch, whose passes rewrite the graph), the .pte (atomic: a crash never leaves half a

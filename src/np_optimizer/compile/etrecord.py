@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from np_optimizer.adapters.torch_private import shared_provenance
+from np_optimizer.adapters.torch_private import lean_lowering
 from np_optimizer.backends import get_backend
 from np_optimizer.devices import Device
 from np_optimizer.errors import CompileError, UnsupportedError
@@ -52,7 +52,7 @@ def write_etrecord(program_path: Path, device: Device, pte_sha256: str, path: Pa
     program = load_program(program_path)
     if portable is not None:
         _rewrite_stack_traces(program, portable)
-    with tempfile.TemporaryDirectory(prefix="np-etrecord-") as work, shared_provenance():  # as the compile lowers
+    with tempfile.TemporaryDirectory(prefix="np-etrecord-") as work, lean_lowering():  # as the compile lowers
         lowered = backend.lower_with_etrecord(program, device.mlia_target, Path(work))
         config = backend.executorch_config() if backend.executorch_config else None
         executorch_program = lowered.edge.to_executorch(config=config)
