@@ -100,7 +100,8 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
             else:
                 kept_c += 1
     if kind in ("all", "steps"):
-        for step in StepCache().entries():
+        steps = StepCache()
+        for step in steps.entries():
             if step.last_used_at < cutoff:
                 shutil.rmtree(step.folder, ignore_errors=True)
                 removed_s, freed = removed_s + 1, freed + step.size_bytes
@@ -108,7 +109,7 @@ def cache_prune(*, older_than: str | None = None, kind: str = "all") -> PruneRes
                 kept_s += 1
         from np_optimizer.pipeline.reference_cache import ReferenceCache
 
-        for reference in ReferenceCache(StepCache().root).entries():  # INPUT_MODEL's outputs, kept beside the steps
+        for reference in ReferenceCache(steps.root).entries():  # INPUT_MODEL's outputs, kept beside the steps
             if reference.last_used_at < cutoff:
                 shutil.rmtree(reference.folder, ignore_errors=True)
                 freed += reference.size_bytes
