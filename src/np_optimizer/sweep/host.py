@@ -14,21 +14,21 @@ that fails, leaks or crashes takes only its own process down; nothing of it reac
 needs replacing after a failure or for its memory: only the host itself could, and one that dies (the out-of-memory
 killer) is replaced at the next trial (pool.py), its running trials failed with the signal.
 
-`warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the
-child's first parallel region). The worker's `prime(argv)`, called before the host's first fork and after each fork when it has one (the
-first trial waits for it instead of tracing for itself, which would double the work on a shared machine; a trial of
-another backend runs meanwhile, tracing for itself as a fresh process would), computes once what every later trial would compute again (api/trial.py: the XNNPACK pattern graphs of
-backends/traced_once.py) with torch at one intra-op thread, so no pool starts either; one that leaves a thread
-running raises, and the host forks nothing more (it answers the next request {"number", "refused": why}; np starts
-fresh processes and closes it). The child sets torch's threads
-itself (`threads`: OMP_NUM_THREADS was read when torch loaded in the host, and is set in the child's environment for
-what it starts).
+`warm()` must not run a torch op: no OpenMP pool exists when the host forks (a pool used before a fork hangs the child's
+first parallel region). The worker's `prime(argv)`, called before the host's first fork and after each fork when it has
+one (the first trial waits for it instead of tracing for itself, which would double the work on a shared machine; a
+trial of another backend runs meanwhile, tracing for itself as a fresh process would), computes once what every later
+trial would compute again (api/trial.py: the XNNPACK pattern graphs of backends/traced_once.py) with torch at one
+intra-op thread, so no pool starts either; one that leaves a thread running raises, and the host forks nothing more (it
+answers the next request {"number", "refused": why}; np starts fresh processes and closes it). The child sets torch's
+threads itself (`threads`: OMP_NUM_THREADS was read when torch loaded in the host, and is set in the child's environment
+for what it starts).
 
-The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per
-request {"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it
-answers {"number", "pid"} after the fork (or {"number", "refused"}, above) and {"number", "exit"} (a signal as its
-negative number, like Popen) when it reaped the child. The host dies with np (death signal) and ends when np closes its end, killing its children; each
-child dies with the host, so nothing outlives np.
+The protocol (SOCK_SEQPACKET, one message each): the host says {"ready": true} or {"failed": why} once; then per request
+{"number", "argv", "cwd", "env", "threads"} plus one descriptor (the pipe's write end: the child's stdout) it answers
+{"number", "pid"} after the fork (or {"number", "refused"}, above) and {"number", "exit"} (a signal as its negative
+number, like Popen) when it reaped the child. The host dies with np (death signal) and ends when np closes its end,
+killing its children; each child dies with the host, so nothing outlives np.
 """
 
 from __future__ import annotations

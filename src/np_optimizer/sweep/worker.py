@@ -29,10 +29,10 @@ Emit = Callable[[str], None]  # a progress line of the running trial
 @dataclass(frozen=True)
 class Worker:
     """The trial's worker: `run(job, emit)` in this process (a Ray task's), `module` as a child process. The module's
-    `main([JOB_JSON])` prints progress_line()s, then one result_line(); the local pool's warm host (host.py) imports
-    it, calls its `warm()` when it has one (imports only: no torch op), calls `main` in a child forked per trial and,
-    after each fork, its `prime(argv)` when it has one (host.py: what later trials would compute again, computed
-    once, in one thread)."""
+    `main([JOB_JSON])` prints progress_line()s, then one result_line(); the local pool's warm host (host.py) imports it,
+    calls its `warm()` when it has one (imports only: no torch op), calls `main` in a child forked per trial and, before
+    its first fork and after each, its `prime(argv)` when it has one (host.py: what later trials would compute again,
+    computed once, in one thread)."""
 
     module: str  # run as `python -m module JOB_JSON`, or main([JOB_JSON]) in a child of the warm host
     run: Callable[[TrialJob, Emit], TrialResult]
