@@ -34,7 +34,8 @@ How each figure is measured (printed with it):
                      sweep: the work no cache can save (the first computation's duration_s; the old way's include
                      the imports a fresh process pays inside its first step). old wall / the new way's unique
                      steps is the most any reuse could give: the speed-up with no overhead and no profiling at all
-    same figures     each trial's recorded figures (SNR, sizes, MACs, ...), by its parameters, equal both ways;
+    same figures     each trial's recorded figures (SNR, sizes, MACs, ...) and the sha256 of each .pte it compiled,
+                     by its parameters, equal both ways;
                      LATENCY and MEMORY are measured on this machine and differ run to run: left out of the check
 
 The old way's overhead understates its cost: a fresh process imports ExecuTorch's lowering and runtime inside its
@@ -149,6 +150,12 @@ def _jobs(experiment: Path) -> list[dict[str, Any]]:
     return [json.loads(job.read_text()) for job in sorted(experiment.glob("*/job.json"))]
 
 
+def _pte_sha256(experiment: Path) -> list[str | None]:
+    """The sha256 of every .pte the experiment compiled, step by step (the same bytes both ways: a program compiled
+    in a child of the rehearsed warm host is the one a fresh process compiles)."""
+    return [(job.get("compile") or {}).get("pte_sha256") for job in _jobs(experiment)]
+
+
 def _step_id(job: dict[str, Any]) -> str:
     return json.dumps([job.get("step_type"), job.get("config_hash"), job.get("input")], sort_keys=True)
 
@@ -214,7 +221,8 @@ def _sweep(project: Path, way: str, caches: Path) -> dict[str, Any]:
     return {"wall": wall, "cpu": cpu, "trials": trials, "unique": sum(unique.values()), "unique_n": len(unique),
             "computed": computed,
             "host_s": pool.host.ready_s if pool.host is not None else None,
-            "figures": {json.dumps(t.params, sort_keys=True): {k: v for k, v in t.values.items() if k not in MEASURED}
+            "figures": {json.dumps(t.params, sort_keys=True): {**{k: v for k, v in t.values.items() if k not in MEASURED},
+                                                               "pte_sha256": _pte_sha256(project / t.experiment)}
                         for t in record.trials}}
 
 

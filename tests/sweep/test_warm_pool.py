@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,36 @@ def test_a_host_whose_prime_fails_forks_nothing_more_and_the_next_trial_starts_f
     assert host.proc.poll() is not None
     warnings = [r.getMessage() for r in caplog.records if "warm trial host" in r.getMessage()]
     assert len(warnings) == 1 and "left 1 thread(s) running" in warnings[0], warnings
+
+
+def test_the_host_rehearses_beside_the_first_trial_only_and_a_measurement_waits_for_it(tmp_path: Path) -> None:
+    """After its first fork the host rehearses (compile/rehearsal.py for XNNPACK), holding the busy lock it took before
+    that fork: the first trial's measurement waits until the rehearsal is over (its CPU is not the model's time), the
+    next trial is forked from the rehearsed host and nothing rehearses again; the lock's folder goes with the pool."""
+    pool = LocalPool(1, Worker("tests.sweep.pool_worker", WORKER.run), warm=True)
+    folders = [tmp_path / f"experiment_0{n}" for n in (2, 3)]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "rehearse").touch()
+    (folders[0] / "measure").touch()
+    try:
+        pool.submit(TrialJob(0, folders[0]))
+        assert _next_event(pool, 0, "progress").text == "started"
+        wait_for(lambda: (folders[0] / "rehearsing").exists(), 60, "the host's rehearsal")
+        host = pool.host
+        assert host is not None and int((folders[0] / "rehearsing").read_text()) == host.pid
+        busy_dir = host._busy_dir
+        time.sleep(0.5)
+        assert not (folders[0] / "measured").exists()  # the trial waits while the host rehearses
+        (folders[0] / "rehearsal_go").touch()
+        wait_for(lambda: (folders[0] / "measured").exists(), 60, "the trial's measurement")
+        assert (folders[0] / "measured").read_text() == "True"  # it went on once the rehearsal was over
+        (folders[0] / "go").touch()
+        assert _next_event(pool, 0, "done").result.status == "success"
+        (folders[1] / "go").touch()
+        pool.submit(TrialJob(1, folders[1]))
+        assert _next_event(pool, 1, "done").result.status == "success"
+        assert not (folders[1] / "rehearsing").exists() and host.forked == 2  # once per host
+    finally:
+        pool.close()
+    assert not busy_dir.exists()

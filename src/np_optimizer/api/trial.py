@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from np_optimizer.errors import ValidationFailed
 from np_optimizer.records.parts import ErrorRecord
@@ -18,7 +19,10 @@ from np_optimizer.records.status import RoundStatus, RunStatus
 from np_optimizer.records.sweep import TrialError, TrialJob, TrialResult
 from np_optimizer.sweep.worker import Emit, Worker, job_of, progress_line, result_line
 
-__all__ = ["run_trial", "main", "warm", "prime", "WORKER"]
+if TYPE_CHECKING:
+    from np_optimizer.backends.base import Backend
+
+__all__ = ["run_trial", "main", "warm", "prime", "rehearse", "WORKER"]
 
 
 def measuring_method(device_name: str) -> str:
@@ -133,22 +137,47 @@ def prime(argv: list[str]) -> None:
     with `trace_once` (XNNPACK's pattern graphs, 8 to 12 s a trial): traced in one intra-op thread so that the fork
     stays safe (backends/traced_once.py; RuntimeError when a thread was left running: the host forks nothing more).
     A sweep imports only its own backend's tools (Ethos-U's and MLIA's: 3 to 5 s an XNNPACK sweep no longer pays)."""
-    from np_optimizer.backends import get_backend
     from np_optimizer.backends.traced_once import in_one_thread
-    from np_optimizer.devices import get_device
-    from np_optimizer.workspace import Experiment
 
-    try:
-        backend = get_backend(get_device(Experiment(job_of(argv[0]).experiment_dir).project.device_name).backend)
-    except Exception:  # noqa: BLE001 - a trial whose project cannot be read says so itself, in its child
-        return
-    if backend.name in _PRIMED:
+    backend = _backend_of(argv)
+    if backend is None or backend.name in _PRIMED:
         return
     _PRIMED.add(backend.name)
     if backend.mlia_estimable:
         _for_mlia(backend.preload)
     if backend.trace_once is not None:
         in_one_thread(backend.trace_once)
+
+
+_REHEARSED: set[str] = set()  # the backends this process rehearsed
+
+
+def rehearse(argv: list[str]) -> None:
+    """In the warm host only, once, right after its first fork (beside that trial, on the core it leaves; a local
+    measurement waits for it: busy.py), for a backend that asks for it (Backend.rehearse): a small model quantized
+    in each scheme and lowered (compile/rehearsal.py), so that what torch and ExecuTorch build on a first call
+    (tables, caches, lazy imports) is built once here and every trial forked later starts with it: about 0.4 s a
+    sample_cpu trial. In one intra-op thread, as `prime`'s traces (RuntimeError when a thread was left running)."""
+    from np_optimizer.backends.traced_once import in_one_thread
+    from np_optimizer.compile.rehearsal import rehearse_lowering
+
+    backend = _backend_of(argv)
+    if backend is None or not backend.rehearse or backend.name in _REHEARSED:
+        return
+    _REHEARSED.add(backend.name)
+    in_one_thread(lambda: rehearse_lowering(backend))
+
+
+def _backend_of(argv: list[str]) -> Backend | None:
+    """The backend of the trial `argv` asks for; None when its project cannot be read (the trial says why itself)."""
+    from np_optimizer.backends import get_backend
+    from np_optimizer.devices import get_device
+    from np_optimizer.workspace import Experiment
+
+    try:
+        return get_backend(get_device(Experiment(job_of(argv[0]).experiment_dir).project.device_name).backend)
+    except Exception:  # noqa: BLE001 - a trial whose project cannot be read says so itself, in its child
+        return None
 
 
 def _for_mlia(preload: Callable[[], None] | None) -> None:

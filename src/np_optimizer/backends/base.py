@@ -101,6 +101,10 @@ class Backend(Record):
     # What every process lowering or quantizing for it traces again (pattern graphs), traced once in the sweep's warm
     # trial host before it forks the trials (backends/traced_once.py: run in one intra-op thread, so the fork is safe).
     trace_once: Callable[[], None] | None = None
+    # The sweep's warm host rehearses its compile after its first fork (compile/rehearsal.py: a small model quantized
+    # in each scheme and lowered, beside that trial): what torch and ExecuTorch build on a first call, built once for
+    # every trial forked later. Only where it was measured to pay (XNNPACK: about 0.4 s a trial).
+    rehearse: bool = False
     # Per-layer formats (graph_quantize's `layers:`): the quantizer that gives each node its own scheme (None: the
     # backend has none), and what its compiler refuses in a format, said before anything compiles.
     mixed: MixedBuilder | None = None

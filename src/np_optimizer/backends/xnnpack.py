@@ -158,4 +158,5 @@ XNNPACK = register_backend(Backend(
     no_reason="no XNNPACK kernel for {op}",  # XNNPACK has no config for the op: its partitioner never looks at it
     mixed=_mixed_quantizer,
     trace_once=_trace_once,
+    rehearse=True,
 ))

@@ -20,7 +20,11 @@ one (the first trial waits for it instead of tracing for itself, which would dou
 trial of another backend runs meanwhile, tracing for itself as a fresh process would), computes once what every later
 trial would compute again (api/trial.py: the XNNPACK pattern graphs of backends/traced_once.py) with torch at one
 intra-op thread, so no pool starts either; one that leaves a thread running raises, and the host forks nothing more (it
-answers the next request {"number", "refused": why}; np starts fresh processes and closes it). The child sets torch's
+answers the next request {"number", "refused": why}; np starts fresh processes and closes it). Right after its first
+fork, the host also calls the worker's `rehearse(argv)` when it has one (api/trial.py: a small model quantized and
+lowered, compile/rehearsal.py), on the core that trial leaves: what torch and ExecuTorch build on a first call, built
+once for every later trial. It holds the busy lock meanwhile (busy.py, taken before that fork), so the trial's
+measurement on this machine waits until it is over; the children close their copy of the lock. The child sets torch's
 threads itself (`threads`: OMP_NUM_THREADS was read when torch loaded in the host, and is set in the child's environment
 for what it starts).
 
@@ -46,6 +50,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NoReturn
 
+from np_optimizer.busy import hold_busy, release_busy
 from np_optimizer.processes import dies_with_parent
 
 __all__ = ["main", "MESSAGE_MAX"]
@@ -73,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     _send(control, {"ready": True})
     _serve(control, module)
-    return 0
+    # np waits for this exit when the sweep ends: the interpreter's teardown of torch's and the rehearsal's heap took
+    # 1.5 s of it, so only what an exit must do runs (atexit handlers; nothing is buffered: stdout is /dev/null)
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    os._exit(0)
 
 
 def _serve(control: socket.socket, module: ModuleType) -> None:
@@ -86,6 +95,8 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
     children: dict[int, int] = {}  # pid -> trial number
     refused: str | None = None  # why this host forks no more (its prime left a thread running)
     forked = False
+    # held until the rehearsal after the first fork is over: a trial measuring on this machine waits for it (busy.py)
+    busy = hold_busy() if callable(getattr(module, "rehearse", None)) else None
     try:
         while True:
             ready, _, _ = select.select([control, wake_r], [], [])
@@ -106,13 +117,19 @@ def _serve(control: socket.socket, module: ModuleType) -> None:
                         os.close(fd)
                     _send(control, {"number": request["number"], "refused": refused})
                     continue
-                pid = _fork(module, request, fds, lambda: _child_setup(control, wake_r, wake_w, die_with_host))
-                forked = True
+                hosts_own = (wake_r, wake_w) if busy is None else (wake_r, wake_w, busy)
+                pid = _fork(module, request, fds, lambda: _child_setup(control, hosts_own, die_with_host))
                 children[pid] = int(request["number"])
                 _send(control, {"number": request["number"], "pid": pid})
                 refused = _prime(module, request)  # after the fork: this trial does not wait; the next ones gain
+                if not forked and not refused and busy is not None:  # beside the first trial: for the next ones
+                    refused = _call(module, "rehearse", request)
+                forked = True
+                release_busy(busy)
+                busy = None
             _reap(control, children)
     finally:
+        release_busy(busy)
         for pid in children:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -122,11 +139,17 @@ def _prime(module: ModuleType, request: dict[str, Any]) -> str | None:
     """The worker's `prime(argv)`, when it has one, before the host's first fork and right after each fork (while
     that trial runs): what every trial would compute again, computed once here (in one thread) for the trials forked
     next; why the host cannot fork any more when it raised."""
-    prime = getattr(module, "prime", None)
-    if not callable(prime):
+    return _call(module, "prime", request)
+
+
+def _call(module: ModuleType, name: str, request: dict[str, Any]) -> str | None:
+    """The worker's `prime` or `rehearse` on the request's argv, when it has it; why the host cannot fork any more
+    when it raised."""
+    step = getattr(module, name, None)
+    if not callable(step):
         return None
     try:
-        prime(list(request["argv"]))
+        step(list(request["argv"]))
     except Exception as exc:  # noqa: BLE001 - said to np, which falls back to fresh processes
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -139,14 +162,15 @@ def _reap(control: socket.socket, children: dict[int, int]) -> None:
             _send(control, {"number": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
 
 
-def _child_setup(control: socket.socket, wake_r: int, wake_w: int, die_with_host: Callable[[], None]) -> None:
-    """In the child, first: nothing of the host's serving is kept, and it dies with the host."""
+def _child_setup(control: socket.socket, fds: tuple[int, ...], die_with_host: Callable[[], None]) -> None:
+    """In the child, first: nothing of the host's serving is kept (its socket, its wake-up pipe, the busy lock's
+    descriptor: closed, so the lock stays the host's alone), and it dies with the host."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python process
     control.close()
-    os.close(wake_r)
-    os.close(wake_w)
+    for fd in fds:
+        os.close(fd)
     die_with_host()
 
 

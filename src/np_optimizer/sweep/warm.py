@@ -12,14 +12,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import IO, Any
 
+from np_optimizer.busy import BUSY_ENV
+from np_optimizer.files import owned_temp_dir
 from np_optimizer.processes import dies_with_parent, interrupt_deferred
 from np_optimizer.sweep.host import MESSAGE_MAX
 
@@ -91,7 +95,11 @@ class WarmHost:
             self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError as exc:
             raise HostUnavailable(f"no Unix socket pair: {exc}") from exc
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # the lock the host holds while it rehearses beside the first trial; the trials' measurements wait for it
+        self._busy_dir = owned_temp_dir("np-host-busy-")  # a killed sweep's is removed by the next one
+        self._busy_file = str(self._busy_dir / "lock")
+        Path(self._busy_file).touch()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", BUSY_ENV: self._busy_file}
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
         try:
@@ -105,9 +113,11 @@ class WarmHost:
                                              preexec_fn=dies_with_parent())  # noqa: PLW1509 - only prctl, no locks
         except OSError as exc:
             self._control.close()
+            shutil.rmtree(self._busy_dir, ignore_errors=True)
             raise HostUnavailable(f"it could not start: {exc}") from exc
         except KeyboardInterrupt:  # Ctrl+C during the fork: the host that just started goes with the sweep
             self._control.close()
+            shutil.rmtree(self._busy_dir, ignore_errors=True)
             if getattr(self, "proc", None) is not None:
                 self.proc.kill()
                 self.proc.wait()
@@ -157,7 +167,7 @@ class WarmHost:
         read_end, write_end = os.pipe()
         trial = ForkedTrial(0, os.fdopen(read_end, "rb"))
         request = {"number": number, "argv": argv, "cwd": os.getcwd(), "threads": threads,
-                   "env": {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}}
+                   "env": {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", BUSY_ENV: self._busy_file}}
         with self._lock:
             self._trials[number] = trial  # before the request: its pid and its exit may follow at once
         try:
@@ -225,3 +235,4 @@ class WarmHost:
             self.proc.kill()
             self.proc.wait()
         self._control.close()
+        shutil.rmtree(self._busy_dir, ignore_errors=True)

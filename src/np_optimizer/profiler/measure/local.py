@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from np_optimizer.busy import wait_while_busy
 from np_optimizer.profiler.measure import (
     Measurement,
     MeasureOptions,
@@ -52,6 +53,7 @@ def measure_local(pte: Path, options: MeasureOptions, *, python: str | None = No
     (document attached when there is one). A timeout that expires is not a failure: the document says partial.
     `hold_fds` (the device lock's descriptor) stay open in the measuring process until it exits."""
     python = python or sys.executable
+    wait_while_busy()  # a sweep's warm host rehearsing beside this trial (busy.py): its CPU is not this model's time
     archive = script_archive()
     cmd = [python, str(archive), str(pte), *script_args(options)]
     warm = warm_socket(python, archive)

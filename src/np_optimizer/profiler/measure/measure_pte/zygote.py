@@ -16,8 +16,10 @@ as a fresh process, as it does when no zygote is given.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -48,6 +50,10 @@ def main_zygote(path: str) -> int:
         sys.stdout.write("failed %s\n" % (e,))
         sys.stdout.flush()
         return 1
+    # what the imports made lives as long as this process: out of the collector's way, so a worker's gc.collect()
+    # (before its load and its runs) walks only what the worker made (about 0.1 s less per measurement)
+    gc.collect()
+    gc.freeze()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(4)
@@ -101,24 +107,45 @@ def _serve(conn: socket.socket, server: socket.socket) -> None:
     for fd in fds:
         os.close(fd)
     conn.sendall(b"%d\n" % pid)
-    conn.settimeout(_WAIT_POLL_S)
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            conn.settimeout(None)
-            code = os.waitstatus_to_exitcode(status)  # a signal as its negative number, like Popen
+    exited = _exit_fd(pid)
+    conn.settimeout(None if exited is not None else _WAIT_POLL_S)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                conn.settimeout(None)
+                code = os.waitstatus_to_exitcode(status)  # a signal as its negative number, like Popen
+                try:
+                    conn.sendall(b"%d\n" % code)
+                except OSError:
+                    pass
+                return
+            if exited is not None:  # woken by the worker's exit or by the supervisor, at once
+                ready, _, _ = select.select([conn, exited], [], [])
+                if conn not in ready:
+                    continue
             try:
-                conn.sendall(b"%d\n" % code)
-            except OSError:
+                if not conn.recv(64):  # the supervisor is gone: nobody will read this measurement
+                    os.kill(pid, signal.SIGKILL)
+            except socket.timeout:
                 pass
-            return
-        try:
-            if not conn.recv(64):  # the supervisor is gone: nobody will read this measurement
+            except OSError:
                 os.kill(pid, signal.SIGKILL)
-        except socket.timeout:
-            pass
-        except OSError:
-            os.kill(pid, signal.SIGKILL)
+    finally:
+        if exited is not None:
+            os.close(exited)
+
+
+def _exit_fd(pid: int) -> Optional[int]:
+    """A descriptor readable once the worker `pid` has exited (Linux 5.3+, Python 3.9+), so its exit is told at once;
+    None elsewhere (then the wait polls every _WAIT_POLL_S, which added up to 0.2 s to each measurement)."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return int(pidfd_open(pid))
+    except OSError:
+        return None
 
 
 class ForkedWorker:
