@@ -242,3 +242,45 @@ def test_typing_callable_in_ops_gives_py_impl_typings_cached_alias_and_the_same_
         op.py_kernels.clear()
         op.py_kernels.update(saved)
         op._dispatch_cache.clear()
+
+
+def test_deferred_codegen_generates_a_modules_code_when_it_is_used_and_the_same_code(
+        program: torch.export.ExportedProgram) -> None:
+    """Inside deferred_codegen a recompile leaves the code for later: a call, `code`, str() and the PythonCode it
+    returned each generate it, the same code and the same outputs as torch's own recompile; pickling works; torch's
+    recompile is back after the block, and a module still deferred then generates its code when called."""
+    import pickle
+
+    from torch.fx import GraphModule
+
+    x = torch.randn(2, 4)
+    eager = program.module()
+    expected = eager(x)
+    with tp.deferred_codegen():
+        assert GraphModule.recompile is not tp._REAL_RECOMPILE["recompile"]
+        called = program.module()
+        assert "_code" not in called.__dict__  # nothing generated yet
+        assert torch.equal(called(x), expected) and "_code" in called.__dict__
+        read = program.module()
+        assert read.code == eager.code and str(read).startswith(str(eager).split("\n", 1)[0])
+        returned = GraphModule(read, read.graph).recompile()
+        assert returned.src == eager.code
+        traced = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()))
+        assert "_code" not in traced.__dict__
+        restored = pickle.loads(pickle.dumps(traced))  # pickling copies the module's __dict__: its code generated
+        assert torch.equal(restored(x), traced(x)) and restored.code == traced.code
+        later = program.module()
+    assert GraphModule.recompile is tp._REAL_RECOMPILE["recompile"]
+    assert torch.equal(later(x), expected)
+
+
+@pytest.mark.heavy
+def test_a_lowering_with_deferred_codegen_writes_the_same_pte(program: torch.export.ExportedProgram) -> None:
+    """An XNNPACK lowering inside deferred_codegen (as lean_lowering lowers) gives the same .pte bytes."""
+    from np_optimizer.backends.xnnpack import lower_xnnpack
+
+    def pte(deferred: bool) -> bytes:
+        with tp.deferred_codegen() if deferred else contextlib.nullcontext():
+            return bytes(lower_xnnpack(copy.deepcopy(program), None, None).edge.to_executorch().buffer)  # type: ignore[arg-type]
+
+    assert pte(True) == pte(False)

@@ -1,5 +1,6 @@
 """The time limit of a long Ethos-U lowering, for real: np run on alif_e8 with run.detail.yaml's
-profile[1].time_limit at 1 s, so GRAPH_QUANTIZE's TOSA lowering (several seconds even for a tiny model) is stopped.
+profile[1].time_limit at 1 s, so GRAPH_QUANTIZE's TOSA lowering (seconds, for a small CNN of fifteen convolutions) is
+stopped.
 What finished before stays (INPUT_MODEL's job and its MLIA estimate in job.json and report.json); the stopped lowering
 is recorded failed with its reason (compile.json, the job's warning, the profile round's NP-CMP-504), the Profiling
 phase does not wait for the same limit twice, and np profile with a higher --profile-opt time_limit lowers it."""
@@ -22,7 +23,8 @@ from torch import nn
 
 def tiny():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    blocks = [layer for _ in range(14) for layer in (nn.Conv2d(4, 4, 3, padding=1), nn.ReLU())]  # a lowering of seconds
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), *blocks, nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
     return model.eval(), (torch.randn(1, 1, 6, 6),)
 '''
 

@@ -26,6 +26,9 @@ moves or changes one fails there first, not inside a step, a compile or a statis
     typing_callable_in_ops  torch._ops' module-global `Callable` (collections.abc's) swapped for typing's while np
                             lowers: OperatorBase.py_impl evaluates `Callable[_P, _T]` in its inner function's
                             annotations at every call (36,000 calls a lowering), and typing caches that subscription
+    deferred_codegen        GraphModule.recompile, while np lowers, generating the graph's Python code only when
+                            the module is called or its code read (the per-module class GraphModule makes, its
+                            `forward` and `_code`): about 200 recompiles a lowering whose code nothing uses
 
 torch is imported inside each function: importing this module costs nothing.
 """
@@ -277,9 +280,95 @@ def typing_callable_in_ops() -> Iterator[None]:
         yield
 
 
+class _CodeOnRead:
+    """A deferred GraphModule's `_code` (on its own class: torch gives each GraphModule one): reading it generates the
+    code; torch's recompile then sets it as a plain attribute."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        _generate(obj)
+        return obj.__dict__["_code"]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__["_code"] = value
+
+
+class _CodeLater:
+    """What a deferred recompile returns in place of torch's PythonCode: the real one, generated on first use."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_generate(self._module), name)
+
+
+_REAL_RECOMPILE: dict[str, Any] = {}  # torch's GraphModule.recompile, kept at the first deferral
+_DEFERRED = ("_np_deferred", "_code", "forward", "__reduce__", "__reduce_package__")  # set on a deferred module's class
+
+
+def _generate(module: Any) -> Any:
+    """Generate a deferred module's code now (torch's own recompile, the deferral undone); its PythonCode."""
+    cls = type(module)
+    if cls.__dict__.get("_np_deferred"):
+        for name in _DEFERRED:
+            delattr(cls, name)
+    return _REAL_RECOMPILE["recompile"](module)
+
+
+def _call_generated(self: Any, *args: Any, **kwargs: Any) -> Any:
+    _generate(self)
+    return type(self).forward(self, *args, **kwargs)
+
+
+def _reduce_generated(self: Any) -> Any:  # pickling copies the module's __dict__, its `_code` included
+    from torch.fx import GraphModule
+
+    _generate(self)
+    return GraphModule.__reduce__(self)
+
+
+def _reduce_package_generated(self: Any, exporter: Any) -> Any:
+    from torch.fx import GraphModule
+
+    _generate(self)
+    return GraphModule.__reduce_package__(self, exporter)
+
+
+@contextlib.contextmanager
+def deferred_codegen() -> Iterator[None]:
+    """While the block runs (np's lowering), GraphModule.recompile does what it must at once (the pytree specs) and
+    leaves the Python code of the graph to be generated when something needs it: a call (forward), its `code` or
+    `_code`, str(), pickling, the PythonCode it returned. A lowering recompiles about 200 graph modules whose code
+    nothing runs or reads (each pass rebuilds the module and recompiles it; torch generates and compiles the source
+    each time): 15 to 20% of an XNNPACK lowering here. The graphs are the same, so are the programs and the files.
+    What defers a module sits on its own class (torch makes one per GraphModule), so a module still deferred when
+    the block ends generates its code when used, as inside. One lowering thread at a time."""
+    from torch.fx import GraphModule
+    from torch.fx.graph import _PyTreeCodeGen
+
+    def recompile(self: Any) -> Any:
+        codegen = self._graph._codegen
+        if isinstance(codegen, _PyTreeCodeGen):
+            self._in_spec, self._out_spec = codegen.pytree_info.in_spec, codegen.pytree_info.out_spec
+        cls = type(self)
+        if not cls.__dict__.get("_np_deferred"):
+            self.__dict__.pop("_code", None)  # nothing reads a stale one: the class's `_code` generates it
+            for name, value in zip(_DEFERRED, (True, _CodeOnRead(), _call_generated, _reduce_generated,
+                                               _reduce_package_generated), strict=True):
+                setattr(cls, name, value)
+        return _CodeLater(self)
+
+    _REAL_RECOMPILE.setdefault("recompile", GraphModule.recompile)
+    with _swapped(GraphModule, "recompile", recompile):
+        yield
+
+
 @contextlib.contextmanager
 def lean_lowering() -> Iterator[None]:
     """How np lowers a program (the compile, and the ETRecord's lowering again): shared provenance records, CIA ops
-    materialized once and typing's cached Callable, each the same programs and files with less repeated work."""
-    with shared_provenance(), materialize_cia_once(), typing_callable_in_ops():
+    materialized once, typing's cached Callable and graph code generated only when used, each the same programs and
+    files with less repeated work."""
+    with shared_provenance(), materialize_cia_once(), typing_callable_in_ops(), deferred_codegen():
         yield
