@@ -17,12 +17,14 @@ Each round also prints the CPU seconds of both whole process trees (np's measuri
 average: on a shared machine wall times move by 2x between rounds (other jobs, and torch's two OpenMP threads waiting
 on each other when a core is taken), so compare the CPU figures, best with OMP_NUM_THREADS=1 for both.
 
-Latest (2026-12-07, 18:47, main at 2b8d6a9, a quiet machine: load 0.9 to 1.1, nothing else running), `--repeats 3`:
-np run median 21.3 s against the script's 25.0 s, 0.85 (rounds 0.91, 0.83, 0.87; CPU of the process trees 24.5
-against 26.8 s, rounds 0.97, 0.91, 0.92). np is not doing less: its lowering skips upstream waste that the script's
-plain calls pay (adapters/: torch's provenance records shared, not deep-copied; torch's CIA ops materialized once a
-lowering; typing's cached Callable in torch._ops; XNNPACK lowered without the edge IR check, as XNNPACK's own recipe
-does), all giving the same bytes: GRAPH_QUANTIZE's compile 4.6 to 4.9 s. np's own work on top, per round: the
+Latest (2026-12-07, 21:22, main at f25a50a, a quiet machine: load 1.0 to 1.1, nothing else running), `--repeats 3`:
+np run median 18.5 s against the script's 23.0 s, 0.80 (rounds 0.79, 0.79, 0.81; CPU of the process trees 21.8
+against 24.7 s, rounds 0.87, 0.87, 0.90): a lowering now generates graph code only when used (deferred_codegen), and a
+measurement takes 0.2 s instead of 0.5. At 18:47 (2b8d6a9): 21.3 against 25.0 s, 0.85 (CPU 24.5 against 26.8 s).
+np is not doing less: its lowering skips upstream waste that the script's plain calls pay (adapters/: torch's
+provenance records shared, not deep-copied; torch's CIA ops materialized once a lowering; typing's cached Callable in
+torch._ops; graph code generated only when used; XNNPACK lowered without the edge IR check, as XNNPACK's own recipe
+does), all giving the same bytes: GRAPH_QUANTIZE's compile 4.6 to 4.9 s (at 2b8d6a9). np's own work on top, per round: the
 GRAPH_OPTIMIZE job 1.1 s, the .pt2 saves 0.6 to 0.9 s, fidelity 0.2 to 0.3 s, the traced runs 0.2 s; the ETRecord,
 no longer made by np run, cost 13.0 s later through `np export --level inspect`.
 
