@@ -105,12 +105,11 @@ lowering 15 to 20% faster both ways (deferred_codegen) the ratio stayed where it
 before the host's collector and lean traces): the old way lowers 15 programs to the new way's 8, so a faster lowering
 helps it as much; what raised the ratio was the new way's own wait for the host.
 
-sample_npu (4 trials, Ethos-U, MLIA's estimates), once, load 3.7 to 4.6: old 142.8 s, new 91.2 s, 1.57x (at most
-2.83x), CPU 97 -> 64 s (1.52x), overhead after the first trial 0.37 s. Its first trial took 60 s, of which 21.8 s
-profiling (MLIA's estimates of the float INPUT_MODEL and GRAPH_OPTIMIZE, which the later trials take from the estimate
-cache): slower than in an old-way trial (7 to 13 s for the same rounds) and as slow with the code before this round
-(26.3 s, `--only new`, load 3.3 to 3.7); not explained yet (gc.freeze() in the host before each fork did not change
-it). The later trials took 8.6 to 10.3 s each, nearly all their GRAPH_QUANTIZE (TOSA lowering and Vela).
+sample_npu (4 trials, Ethos-U, MLIA's estimates), once, load 3.7 to 4.6, at 2b8d6a9: old 142.8 s, new 91.2 s, 1.57x
+(at most 2.83x), CPU 97 -> 64 s (1.52x); its first trial's profiling took 21.8 s there. Once more at f25a50a (21:38,
+load 0.8 to 1.1): old 70.9 s, new 29.7 s, 2.39x (at most 4.82x), CPU 71 -> 31 s (2.27x), the same figures; the new
+way's first trial profiled for 9.1 s, as the old way's first two (8.7 and 8.9 s), and each later trial took 3.4 to 3.8
+s, nearly all its GRAPH_QUANTIZE (TOSA lowering and Vela). The rehearsal is XNNPACK's only.
 """
 
 from __future__ import annotations
