@@ -69,8 +69,10 @@ def traced_round(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     assert not (base / "compiled" / "model.etrecord").exists()  # the rows need none: made by np export --level inspect
     # The untraced median and the traced runs are taken one after the other; when the machine's load changes between
     # them (the other test worker starting a compile), the traced runs' own median moves away from the untraced one
-    # by far more than tracing costs (2-6%). Such a round is measured again, at most twice, as a user would.
-    for attempt in range(3):
+    # by far more than tracing costs (2-6%), and preemption widens the gaps between the traced events (rows covering
+    # 0.87 of the traced execute, seen once in make test with all three rounds disturbed). Such a round is measured
+    # again, at most four times, as a user would; a round whose rows never add up still fails the test below.
+    for attempt in range(5):
         work = base / f"round{attempt}"
         request = ProfileRequest(checkpoint="INPUT_MODEL", job="00_input_model", program_path=program,
                                  program_sha256="0" * 64, compiled=compiled, compiled_dir=base / "compiled",
@@ -79,7 +81,8 @@ def traced_round(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
                                  work_dir=work, log=logging.getLogger("np.T"))
         output = get_method("on-device").profile(request)
         assert output.artifacts.get("layers") and (work / "trace.etdp").is_file(), output.warnings
-        if abs(output.extras["layer_times"]["tracing_cost_pct"]) <= 20:
+        rows = read_layers(work / output.artifacts["layers"])["ratios"]["rows_vs_traced_execute"]
+        if abs(output.extras["layer_times"]["tracing_cost_pct"]) <= 20 and abs(rows - 1.0) <= 0.06:
             break
     classes = {name: type(module).__name__ for name, module in model.named_modules()}
     graph = read_graph(base / "compiled" / GRAPH_FILE)
