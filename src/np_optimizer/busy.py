@@ -17,6 +17,8 @@ import fcntl
 import os
 import time
 
+from np_optimizer.locks import flock_within
+
 __all__ = ["BUSY_ENV", "MAX_WAIT_S", "hold_busy", "release_busy", "wait_while_busy"]
 
 BUSY_ENV = "NP_BUSY_LOCK"
@@ -34,12 +36,7 @@ def wait_while_busy(max_wait_s: float = MAX_WAIT_S) -> float:
         return 0.0
     started = time.monotonic()
     try:
-        while time.monotonic() - started < max_wait_s:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                time.sleep(0.05)
+        flock_within(fd, False, max_wait_s)
     finally:
         os.close(fd)  # the shared lock, when taken, goes with it
     return time.monotonic() - started

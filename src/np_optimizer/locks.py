@@ -42,7 +42,7 @@ from typing import Any
 
 from np_optimizer.processes import pid_alive, start_ticks
 
-__all__ = ["FileLock", "Holder", "LockBusy", "hold", "holders_of"]
+__all__ = ["FileLock", "Holder", "LockBusy", "hold", "holders_of", "flock_within"]
 
 POLL_S = 0.05  # how often a lock with a timeout is tried again (flock itself has no timeout)
 
@@ -82,7 +82,7 @@ _held: dict[tuple[int, str], _Held] = {}
 _held_guard = threading.Lock()
 
 
-def _flock(fd: int, exclusive: bool, timeout: float | None, poll_s: float) -> bool:
+def flock_within(fd: int, exclusive: bool, timeout: float | None, poll_s: float = POLL_S) -> bool:
     """Take the flock on `fd`: wait (timeout None), try once (0) or poll until `timeout` s; False when it stays busy."""
     kind = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     if timeout is None:
@@ -186,7 +186,7 @@ class FileLock:
         outer = _held.get(self._key)
         if outer is not None:  # nested in this thread: the outer holder's lock serves
             if exclusive and not outer.exclusive:
-                if not _flock(outer.fd, True, timeout, poll_s):
+                if not flock_within(outer.fd, True, timeout, poll_s):
                     # a failed conversion may have dropped the shared lock (Linux removes it first): take it back
                     fcntl.flock(outer.fd, fcntl.LOCK_SH)
                     return False
@@ -196,7 +196,7 @@ class FileLock:
             return True
         fd = self.open()
         try:
-            locked = _flock(fd, exclusive, timeout, poll_s)
+            locked = flock_within(fd, exclusive, timeout, poll_s)
         except BaseException:
             self.release()
             raise
