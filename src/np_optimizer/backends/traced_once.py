@@ -144,4 +144,3 @@ def remember_conv_bn_patterns() -> None:
 
     remembered.np_remembers = True  # type: ignore[attr-defined]
     utils._get_aten_graph_module_for_pattern = remembered
-

@@ -186,9 +186,8 @@ def _lower(program_path: Path, device: Device, out_dir: Path, sha: str, key: str
 def _lower_and_write(program: ExportedProgram, device: Device, out_dir: Path) -> dict[str, Any]:
     """Lower through the device's backend (which writes nothing of np's), then write what it gave: the per-op layer
     file (read before to_executorch, whose passes rewrite the graph), the .pte (atomic: a crash never leaves half a
-    .pte), and the record's fields. Lowering runs with shared provenance records, torch's CIA ops materialized once
-    and typing's cached Callable in torch._ops (adapters/torch_private.py): the same programs and files, less
-    copying and less repeated work."""
+    .pte), and the record's fields. Lowering runs under adapters/torch_private.lean_lowering (its patches of upstream
+    waste): the same programs and files, less copying and less repeated work."""
     from np_optimizer.files import write_bytes
     from np_optimizer.graph.delegation import delegation_stats, planned_arena_bytes
     from np_optimizer.layers.graph import write_program_layers

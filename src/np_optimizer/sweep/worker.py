@@ -32,7 +32,7 @@ class Worker:
     `main([JOB_JSON])` prints progress_line()s, then one result_line(); the local pool's warm host (host.py) imports it,
     calls its `warm()` when it has one (imports only: no torch op), calls `main` in a child forked per trial and, before
     its first fork and after each, its `prime(argv)` when it has one (host.py: what later trials would compute again,
-    computed once, in one thread)."""
+    computed once, in one thread), and right after its first fork its `rehearse(argv)` when it has one."""
 
     module: str  # run as `python -m module JOB_JSON`, or main([JOB_JSON]) in a child of the warm host
     run: Callable[[TrialJob, Emit], TrialResult]
