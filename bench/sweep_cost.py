@@ -87,7 +87,7 @@ Since then (each change checked by this bench's "same figures", which now compar
 - a measurement on this machine takes 0.2 s instead of 0.5 (the measuring zygote tells a worker's end at once and
   freezes its imports for the collector): profiling 0.56 -> 0.23 s a trial, and 1.7 -> 1.4 s in the old way's;
 - a lowering generates a graph module's Python code only when it is used (adapters/torch_private.deferred_codegen):
-  np's compiles of sample_cpu's programs 8 to 18% faster, both ways;
+  a lowering 10 to 19% faster, both ways (bench/lowering.py: the median ratio 0.81 to 0.90 on small_cnn's programs);
 - the host traces XNNPACK's patterns as the compile does (under lean_lowering: 4.2 -> 3.4 s) and imports and primes
   with the collector off (warm + prime 7.8 -> 6.0 s), so the first trial waits 6.0 s for it instead of 8.7.
 
