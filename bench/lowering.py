@@ -66,7 +66,7 @@ def lower(program: Any, deferred: bool) -> tuple[float, str]:
             buffer = XNNPACK.lower(program, None, None).edge.to_executorch().buffer  # type: ignore[arg-type]
         seconds = time.perf_counter() - start
     finally:
-        tp.deferred_codegen = real  # type: ignore[assignment]
+        tp.deferred_codegen = real
     return seconds, hashlib.sha256(buffer).hexdigest()
 
 
